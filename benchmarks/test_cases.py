@@ -1,0 +1,38 @@
+"""The benchmark suite as pytest tests: one test per registry case, timed by pytest-benchmark.
+
+Each case is checked against float64 before it is timed (a wrong result fails the test and is never
+timed), then its device time (CUDA-graph replay) and peak memory are measured by
+`mlpbench.timing`, then pytest-benchmark times host calls with a synchronising timer.
+"""
+
+import pytest
+
+from mlpbench import runner
+from mlpbench.timing import sync_perf_counter
+
+
+def pytest_generate_tests(metafunc):
+    if "case" in metafunc.fixturenames:
+        from conftest import selected_cases
+
+        cases = selected_cases(metafunc.config)
+        metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+
+
+@pytest.mark.benchmark(timer=sync_perf_counter)
+def test_case(benchmark, case, request):
+    from conftest import selected_tier
+
+    device = runner.default_device()
+    reason = runner.skip_reason(case, device)
+    if reason:
+        pytest.skip(reason)
+    prepared = runner.prepare(case, device)  # raises CorrectnessError: failed, never timed
+    benchmark.group = f"{case.op}/{case.shape.id}/{case.dtype}"
+    benchmark.extra_info.update(runner.describe(prepared, selected_tier(request.config)))
+    reason = runner.timing_skip_reason(case, device)
+    if reason:
+        pytest.skip(reason)
+    benchmark.extra_info.update(runner.device_metrics(prepared))
+    benchmark(prepared.workload.fn, *prepared.input_sets[0])
+    benchmark.extra_info["host_time_s"] = benchmark.stats.stats.median

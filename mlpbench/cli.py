@@ -1,0 +1,128 @@
+"""`mlpbench`: the command line.
+
+    mlpbench run [--tier T] [--op OP] [--variant V] [--dtype D] [--shape S] [--results DIR]
+
+runs the pytest-benchmark suite for the selected cases on this machine, saves its JSON under
+results/pytest/<machine>/ and prints one table per op. Exit status: 0 when every selected case
+passed or was skipped with a reason, 1 when a case failed (a wrong result, a crash), 2 on bad input.
+
+    mlpbench asv [--tier T] [--cases PATTERNS] [--machine NAME] [-- ASV-RUN-ARGS]
+
+runs the ASV benchmarks in this Python (a GPU box's own CUDA torch, no network needed) for the
+checked-out commit and records them under its hash in results/asv/<machine>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+
+from . import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own usage errors also exit 2, without a traceback
+        self.print_usage(sys.stderr)
+        print(f"mlpbench: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="mlpbench", description="Benchmarks of a transformer MLP's building blocks.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a tier of the suite here and print tables")
+    run.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
+    run.add_argument("--op", action="append", help=f"repeatable; one of {', '.join(registry.OPS)}")
+    run.add_argument("--variant", action="append", help=f"repeatable; one of {', '.join(registry.all_variants())}")
+    run.add_argument("--dtype", action="append", help=f"repeatable; one of {', '.join(registry.DTYPES)}")
+    run.add_argument("--shape", action="append", help="repeatable; a shape id such as t8192-d768-h3072")
+    run.add_argument("--results", type=Path, default=ROOT / "results" / "pytest",
+                     help="folder for the JSON (a subfolder per machine is made)")
+    run.add_argument("pytest_args", nargs="*", help="passed to pytest after '--'")
+
+    asv = sub.add_parser("asv", help="run ASV in this environment for the checked-out commit")
+    asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
+    asv.add_argument("--cases", default="", help="comma-separated patterns on case ids, e.g. 'mlp/*/bf16/*'")
+    asv.add_argument("--machine", help="ASV machine name (default: the GPU model, e.g. h200)")
+    asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
+    return p
+
+
+def _asv(args) -> int:
+    import os
+    import subprocess
+
+    from .asv_machine import register
+    from .runner import default_device
+
+    if args.tier:
+        try:
+            registry.select(args.tier)
+        except registry.SelectionError as exc:
+            print(f"mlpbench: error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        print(f"mlpbench: error: {ROOT} is not a git checkout; ASV records results under a commit hash",
+              file=sys.stderr)
+        return 2
+    entry = register(args.machine)
+    env = os.environ | ({"MLPBENCH_TIER": args.tier} if args.tier else {}) | (
+        {"MLPBENCH_CASES": args.cases} if args.cases else {})
+    # Forking after `import torch` is cheap and safe for CUDA work (CUDA is initialised only in the
+    # child); CPU ops in a forked child ran 2-100× slower here (OpenMP), so CPUs spawn instead.
+    launch = "forkserver" if default_device() == "cuda" else "spawn"
+    cmd = ["asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
+           "--machine", entry["machine"], "--launch-method", launch, *args.asv_args]
+    print("mlpbench:", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+
+
+def _run(args) -> int:
+    from .envinfo import machine_slug
+    from .runner import default_device
+
+    tier = args.tier or ("standard" if default_device() == "cuda" else "quick")
+    try:
+        cases = registry.select(tier, args.op, args.variant, args.dtype, args.shape)
+    except registry.SelectionError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return 2
+    if not cases:
+        print("mlpbench: error: the selection matches no case", file=sys.stderr)
+        return 2
+    out_dir = args.results / machine_slug()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    json_path = out_dir / f"{stamp}-{tier}.json"
+    print(f"mlpbench: {len(cases)} cases of tier {tier!r} on {machine_slug()} → {json_path}", flush=True)
+
+    import pytest
+
+    argv = [str(ROOT / "benchmarks"), "-v", "-p", "no:cacheprovider", f"--rootdir={ROOT}",
+            f"-c={ROOT / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={json_path}"]
+    for flag in ("op", "variant", "dtype", "shape"):
+        argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
+    rc = pytest.main(argv + list(args.pytest_args))
+    if json_path.exists():
+        from .tables import load_pytest_json, op_tables
+
+        df = load_pytest_json([json_path])
+        if not df.empty:
+            print("\n" + op_tables(df) + f"\n\n(from {json_path})")
+    return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    return {"run": _run, "asv": _asv}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""One case, start to finish: can it run here, build it, check it against float64, then measure it.
+
+The pytest-benchmark suite and the ASV benchmarks both go through these functions, so a case is
+prepared, gated and measured the same way whichever runner asked for it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+
+import torch
+
+from . import timing, workloads
+from .envinfo import environment
+from .registry import TRITON_VARIANTS, Case
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def skip_reason(case: Case, device: str) -> str | None:
+    """Why `case` cannot run at all on `device`, or None when it can."""
+    if case.variant == "liger" and importlib.util.find_spec("liger_kernel") is None:
+        return "liger-kernel is not installed (pip install liger-kernel)"
+    if device == "cpu" and case.variant == "liger":
+        return ("Liger's GeGLU kernel calls libdevice tanh, which Triton's CPU interpreter "
+                "(TRITON_INTERPRET=1) cannot run; liger cases need a GPU")
+    if device == "cpu" and case.variant in TRITON_VARIANTS and not interpreting():
+        return "Triton kernels run on a CPU only under TRITON_INTERPRET=1, which is not set"
+    return None
+
+
+def timing_skip_reason(case: Case, device: str) -> str | None:
+    """Why `case` is checked for correctness but not timed on `device`, or None."""
+    if device == "cpu" and case.variant in TRITON_VARIANTS:
+        return ("correctness checked under TRITON_INTERPRET=1; not timed, because on a CPU the "
+                "interpreter's speed says nothing about the kernel")
+    return None
+
+
+@dataclass
+class Prepared:
+    case: Case
+    device: str
+    workload: workloads.Workload
+    max_rel_err: float
+    input_sets: list[tuple]
+
+
+def prepare(case: Case, device: str) -> Prepared:
+    """Build the case, gate it on the float64 reference (raises CorrectnessError), make inputs.
+
+    The correctness call is the first call, so torch.compile has compiled by the time this returns.
+    """
+    wl = workloads.build(case, device)
+    err = workloads.check(wl)
+    n = timing.input_sets_needed(wl.bytes, device) if device == "cuda" else 1
+    return Prepared(case, device, wl, err, [wl.make_inputs(seed) for seed in range(n)])
+
+
+def describe(p: Prepared, tier: str) -> dict:
+    """The fields every result record carries, whatever was measured."""
+    c = p.case
+    return {
+        "case": c.id,
+        "op": c.op,
+        "variant": c.variant,
+        "dtype": c.dtype,
+        "shape": c.shape.as_dict(),
+        "shape_id": c.shape.id,
+        "tier": tier,
+        "device": p.device,
+        "flops": p.workload.flops,
+        "bytes": p.workload.bytes,
+        "max_rel_err": p.max_rel_err,
+        "tolerance": workloads.TOLERANCE[c.dtype],
+        "source": p.workload.source,
+        **({"gpu": environment()["gpu"]} if p.device == "cuda" else {}),
+        **p.workload.extra,
+    }
+
+
+def device_metrics(p: Prepared) -> dict:
+    """Device time samples and peak memory on a GPU; the method names how host time is taken too."""
+    host_method = "host: wall time per call, torch.cuda.synchronize() before and after (pytest-benchmark/ASV timer)"
+    if p.device != "cuda":
+        return {"timing_method": "host: wall time per call (CPU; no device time exists)"}
+    dev = timing.device_time(p.workload.fn, p.input_sets)
+    return {
+        "device_time_s": dev.median_s,
+        "device_time_samples_s": dev.samples_s,
+        "device_calls_per_replay": dev.calls_per_replay,
+        "input_sets": dev.input_sets,
+        "timing_method": f"device: {dev.method}; {host_method}",
+        "peak_memory_bytes": timing.peak_memory_bytes(p.workload.fn, p.input_sets[0]),
+    }

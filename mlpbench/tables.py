@@ -1,0 +1,79 @@
+"""pytest-benchmark JSON → one tidy pandas DataFrame → the per-op tables that `mlpbench run` prints.
+
+Throughput is derived here, never stored: TFLOP/s = flops / device time for the GEMM ops, GB/s =
+bytes / device time for the memory-bound step (host time stands in where no device time exists).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+COMPUTE_BOUND = {"linear", "mlp"}
+
+
+def load_pytest_json(paths) -> pd.DataFrame:
+    """One row per benchmark record; unreadable or foreign files are skipped with a warning naming them."""
+    rows = []
+    for path in map(Path, paths):
+        try:
+            doc = json.loads(path.read_text())
+            benches = doc["benchmarks"]
+            machine = doc.get("machine_info", {}).get("mlpbench", {}).get("machine", "unknown")
+            commit = (doc.get("commit_info") or {}).get("id")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"skipping {path}: not a readable pytest-benchmark file ({exc})", stacklevel=2)
+            continue
+        for b in benches:
+            info = b.get("extra_info", {})
+            if "case" not in info:
+                continue
+            rows.append({
+                "file": str(path), "machine": machine, "commit": commit,
+                **{k: info.get(k) for k in ("case", "op", "variant", "dtype", "shape_id", "tier", "device",
+                                            "device_time_s", "flops", "bytes", "max_rel_err", "timing_method",
+                                            "peak_memory_bytes", "source")},
+                "host_time_s": info.get("host_time_s", b["stats"]["median"]),
+            })
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["time_s"] = df["device_time_s"].fillna(df["host_time_s"])
+    df["tflops"] = (df["flops"] / df["time_s"] / 1e12).where(df["op"].isin(COMPUTE_BOUND))
+    df["gbps"] = df["bytes"] / df["time_s"] / 1e9
+    eager = df[df["variant"] == "eager"].set_index(["machine", "op", "dtype", "shape_id"])["time_s"]
+    key = pd.MultiIndex.from_frame(df[["machine", "op", "dtype", "shape_id"]])
+    df["speedup_vs_eager"] = eager.reindex(key).to_numpy() / df["time_s"].to_numpy()
+    return df
+
+
+def _fmt_us(s) -> str:
+    return "—" if pd.isna(s) else f"{s * 1e6:,.1f}"
+
+
+def _fmt(x, digits=2) -> str:
+    return "—" if pd.isna(x) else f"{x:,.{digits}f}"
+
+
+def markdown(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def op_tables(df: pd.DataFrame) -> str:
+    """Markdown: one table per op with device and host time, throughput and speedup over eager."""
+    parts = []
+    for op, g in df.groupby("op", sort=False):
+        rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
+        rows = [
+            [r.variant, r.dtype, r.shape_id, _fmt_us(r.device_time_s), _fmt_us(r.host_time_s),
+             _fmt(r.tflops if op in COMPUTE_BOUND else r.gbps, 1), _fmt(r.speedup_vs_eager) + "×"]
+            for r in g.sort_values(["shape_id", "dtype", "variant"]).itertuples()
+        ]
+        parts.append(f"### {op}\n\n" + markdown(
+            ["variant", "dtype", "shape", "device µs", "host µs", rate, "vs eager"], rows))
+    return "\n\n".join(parts)

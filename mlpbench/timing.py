@@ -1,0 +1,197 @@
+"""The one measurement module: device time, host time, peak memory and this machine's ceilings.
+
+Device time is what the GPU spends on a call: CUDA events around CUDA-graph replays of many calls,
+so the host's launch path is not in the figure (on the H200, single-call event timing of a 6 µs
+kernel varied by 47% between runs, graph replay by 0.6%). Host time is wall time per call with a
+synchronisation on each side, so it includes the CPU dispatch that the blog dissects; it is the
+only time that exists on a CPU. Both are kept as samples; medians are derived.
+
+Callers warm up (and compile) before calling anything here: `workloads.check` runs every variant
+once, and `device_time` warms up again on its capture stream.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+# Graph replays are sampled this many times; each replay lasts at least TARGET_REPLAY_S so that the
+# ~0.5 µs resolution of CUDA events is far below a sample.
+REPLAYS = 20
+TARGET_REPLAY_S = 2e-3
+MAX_CALLS_PER_REPLAY = 200
+# With the working set inside L2 (60 MB on an H200), repeated calls would measure the cache, not
+# HBM: rotate among enough input sets to cover twice the L2, up to this many.
+MAX_INPUT_SETS = 16
+DEVICE_METHOD_VERSION = 1  # bump when the way device time is measured changes
+
+
+def sync_perf_counter() -> float:
+    """A timer for pytest-benchmark and ASV: waits for queued GPU work, then reads the clock."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+@dataclass
+class DeviceTiming:
+    samples_s: list[float]  # per-call time of each replay
+    calls_per_replay: int
+    replays: int
+    input_sets: int
+    method: str
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples_s)
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"median_s": self.median_s}
+
+
+def l2_bytes(device) -> int:
+    props = torch.cuda.get_device_properties(device)
+    return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+
+
+def input_sets_needed(bytes_per_call: int, device) -> int:
+    """How many distinct input sets keep repeated calls from being served out of L2."""
+    if bytes_per_call <= 0:
+        return 1
+    return max(1, min(MAX_INPUT_SETS, math.ceil(2 * l2_bytes(device) / bytes_per_call)))
+
+
+def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> DeviceTiming:
+    """Median-able per-call device time of `fn` from CUDA-graph replays, rotating `input_sets`.
+
+    Falls back to CUDA events around single calls when the call cannot be captured in a graph,
+    and says so in `method`.
+    """
+    n = len(input_sets)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # capture requires a warm-up on a side stream
+        for k in range(max(3, n)):
+            fn(*input_sets[k % n])
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+
+    # Estimate one call with events, to size the replay.
+    est_start, est_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    est_start.record()
+    for k in range(5):
+        fn(*input_sets[k % n])
+    est_end.record()
+    torch.cuda.synchronize()
+    est_s = est_start.elapsed_time(est_end) / 1e3 / 5
+    calls = max(1, min(MAX_CALLS_PER_REPLAY, math.ceil(TARGET_REPLAY_S / max(est_s, 1e-7))))
+    calls = math.ceil(calls / n) * n  # every input set is used equally often
+
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for k in range(calls):
+                fn(*input_sets[k % n])
+    except Exception as exc:  # noqa: BLE001 - any capture failure falls back, recorded in `method`
+        torch.cuda.synchronize()
+        return _event_time(fn, input_sets, replays, reason=f"{type(exc).__name__}: {exc}")
+
+    graph.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    for start, end in events:
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    samples = [s.elapsed_time(e) / 1e3 / calls for s, e in events]
+    del graph
+    return DeviceTiming(
+        samples, calls, replays, n,
+        method=(
+            f"cuda-graph-replay/v{DEVICE_METHOD_VERSION}: {calls} calls captured in one CUDA graph, "
+            f"{replays} replays timed with CUDA events, sample = replay time / {calls}, "
+            f"{n} rotating input set(s)"
+        ),
+    )
+
+
+def _event_time(fn, input_sets, replays, reason: str) -> DeviceTiming:
+    n = len(input_sets)
+    samples = []
+    for k in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*input_sets[k % n])
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3)
+    return DeviceTiming(
+        samples, 1, replays, n,
+        method=f"cuda-events-per-call/v{DEVICE_METHOD_VERSION} (graph capture failed: {reason})",
+    )
+
+
+def host_times(fn, inputs: tuple, *, rounds: int = 50, max_s: float = 1.0) -> list[float]:
+    """Wall time of single calls with a synchronisation before and after each (seconds)."""
+    samples: list[float] = []
+    deadline = time.perf_counter() + max_s
+    while len(samples) < rounds and (len(samples) < 5 or time.perf_counter() < deadline):
+        t0 = sync_perf_counter()
+        fn(*inputs)
+        samples.append(sync_perf_counter() - t0)
+    return samples
+
+
+def peak_memory_bytes(fn, inputs: tuple) -> int | None:
+    """Bytes the call allocates at its peak above what was allocated before it (CUDA only)."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn(*inputs)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return int(peak)
+
+
+_CEILINGS: dict | None = None
+
+
+def ceilings() -> dict:
+    """This GPU's copy bandwidth and large-GEMM rate per dtype, measured once per process.
+
+    Copy: a 1 GiB device-to-device copy, bytes read plus written. GEMM: 8192³ on random data
+    (zeros run faster on the H200 and would flatter every fraction computed against it).
+    Empty on a CPU.
+    """
+    global _CEILINGS
+    if _CEILINGS is not None:
+        return _CEILINGS
+    if not torch.cuda.is_available():
+        _CEILINGS = {}
+        return _CEILINGS
+    out: dict = {}
+    n = 2**30 // 4
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    t = device_time(lambda: dst.copy_(src), [()])
+    out["copy_bandwidth_Bps"] = 2 * src.numel() * 4 / t.median_s
+    del src, dst
+    for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        m = 8192
+        a = torch.randn(m, m, device="cuda", dtype=dt)
+        b = torch.randn(m, m, device="cuda", dtype=dt)
+        t = device_time(lambda: torch.mm(a, b), [()], replays=5)
+        out[f"gemm_{name}_flops"] = 2 * m**3 / t.median_s
+        del a, b
+    out["method"] = "copy: 1 GiB float32 copy_, (read+write bytes)/time; gemm: 8192³ torch.mm on randn; both by cuda-graph replay"
+    torch.cuda.empty_cache()
+    _CEILINGS = out
+    return out

@@ -1,0 +1,54 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlpbench import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("argv, bad", [
+    (["run", "--op", "conv"], "unknown op 'conv'; valid: linear, mlp, gelu_mul, gelu_mul_train"),
+    (["run", "--variant", "fast"], "unknown variant 'fast'; valid:"),
+    (["run", "--dtype", "fp8"], "unknown dtype 'fp8'; valid: fp32, bf16, fp16"),
+    (["run", "--tier", "huge"], "unknown tier 'huge'; valid: quick, standard, full"),
+    (["run", "--shape", "t1-x1"], "unknown shape 't1-x1'"),
+    (["asv", "--tier", "huge"], "unknown tier 'huge'"),
+])
+def test_bad_values_exit_2_naming_them(argv, bad, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert bad in err
+    assert "Traceback" not in err
+
+
+def test_unknown_command_exits_2_without_traceback():
+    proc = subprocess.run([sys.executable, "-m", "mlpbench.cli", "fly"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "invalid choice: 'fly'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_writes_json_and_prints_a_table(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlpbench.cli", "run", "--tier", "quick", "--op", "gelu_mul", "--variant", "eager",
+         "--dtype", "fp32", "--results", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    files = list(tmp_path.glob("*/*-quick.json"))
+    assert len(files) == 1
+    doc = json.loads(files[0].read_text())
+    (bench,) = doc["benchmarks"]
+    info = bench["extra_info"]
+    assert info["case"] == "gelu_mul/eager/fp32/t333-h3000"
+    for key in ("op", "variant", "dtype", "shape", "tier", "device", "host_time_s", "flops", "bytes",
+                "max_rel_err", "timing_method"):
+        assert key in info, key
+    assert info["host_time_s"] > 0 and info["bytes"] == 3 * 333 * 3000 * 4
+    env = doc["machine_info"]["mlpbench"]
+    for key in ("gpu", "driver", "cuda", "torch", "triton", "liger_kernel", "kernels"):
+        assert key in env
+    assert "| eager | fp32 | t333-h3000 |" in proc.stdout

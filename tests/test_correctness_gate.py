@@ -1,0 +1,78 @@
+"""The float64 gate: wrong results fail and are never timed; right ones pass with their error."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from mlpbench import registry, runner, workloads
+
+ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pytester"]
+
+
+def _case(case_id):
+    return registry.case_by_id(case_id)
+
+
+@pytest.mark.parametrize("case_id", [
+    "gelu_mul/eager/fp32/t333-h3000",
+    "gelu_mul/eager/bf16/t333-h3000",
+    "gelu_mul_train/eager/fp32/t333-h3000",
+    "linear/eager/fp16/t1024-i32-o64",
+    "mlp/eager/bf16/t64-d128-h512",
+])
+def test_eager_cases_match_float64(case_id):
+    case = _case(case_id)
+    err = workloads.check(workloads.build(case, "cpu"))
+    assert 0 <= err <= workloads.TOLERANCE[case.dtype]
+
+
+def _off_by_one_percent(gate, up):
+    return torch.nn.functional.gelu(gate, approximate="tanh") * up * 1.01
+
+
+def test_a_wrong_variant_fails_the_gate(monkeypatch):
+    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant: (_off_by_one_percent, "broken"))
+    with pytest.raises(workloads.CorrectnessError, match=r"relative error 0\.01.* > tolerance"):
+        runner.prepare(_case("gelu_mul/eager/fp32/t333-h3000"), "cpu")
+
+
+def test_nan_never_passes(monkeypatch):
+    def with_nan(gate, up):
+        out = torch.nn.functional.gelu(gate, approximate="tanh") * up
+        out.view(-1)[7] = float("nan")
+        return out
+
+    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant: (with_nan, "broken"))
+    with pytest.raises(workloads.CorrectnessError, match="NaN"):
+        runner.prepare(_case("gelu_mul/eager/bf16/t333-h3000"), "cpu")
+
+
+def test_wrong_variant_is_reported_failed_and_not_timed(pytester):
+    """Through the real benchmark suite: the case fails and no timing record is written."""
+    shutil.copy(ROOT / "benchmarks" / "test_cases.py", pytester.path / "test_cases.py")
+    pytester.makeconftest(f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+exec(open({str(ROOT / 'conftest.py')!r}).read())
+import torch
+from mlpbench import workloads
+
+def _broken(variant):
+    return (lambda g, u: torch.nn.functional.gelu(g, approximate="tanh") * u + 0.5), "broken"
+
+workloads._gelu_mul_impl = _broken
+""")
+    out = pytester.path / "bench.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--tier=quick", "--op=gelu_mul", "--variant=eager", "--dtype=fp32",
+        f"--benchmark-json={out}",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*CorrectnessError*relative error*"])
+    # pytest-benchmark writes no file when nothing was timed; if it did, it would hold no record.
+    assert not out.exists() or json.loads(out.read_text())["benchmarks"] == []
+    result.stderr.fnmatch_lines(["*no benchmarks have been run*"])

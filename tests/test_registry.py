@@ -1,0 +1,76 @@
+import re
+
+import pytest
+
+from mlpbench import registry
+
+
+def test_case_ids_are_unique_and_readable():
+    ids = [c.id for c in registry.all_cases()]
+    assert len(ids) == len(set(ids))
+    for case_id in ids:
+        assert re.fullmatch(r"[a-z_]+/[a-z]+/(fp32|bf16|fp16)/([a-z]\d+-?)+", case_id), case_id
+    assert "mlp/compiled/bf16/t8192-d768-h3072" in ids
+
+
+def test_every_shape_says_why_and_belongs_to_a_tier():
+    for s in registry.SHAPES:
+        assert len(s.why) > 10, s
+        assert set(s.tiers) <= set(registry.TIERS)
+        assert set(s.dtypes) <= set(registry.DTYPES)
+
+
+def test_shape_ids_are_unique_per_op():
+    keys = [(s.op, s.id) for s in registry.SHAPES]
+    assert len(keys) == len(set(keys))
+
+
+def test_blog_shapes_are_in_the_standard_tier():
+    std = {c.id for c in registry.select("standard")}
+    assert "linear/eager/bf16/t1024-i32-o64" in std
+    assert "mlp/eager/bf16/t8192-d768-h3072" in std
+    assert "gelu_mul/liger/bf16/t8192-h3072" in std
+
+
+def test_standard_covers_every_op_variant_and_dtype():
+    std = registry.select("standard")
+    for op, spec in registry.OPS.items():
+        for variant in spec["variants"]:
+            got = {c.dtype for c in std if c.op == op and c.variant == variant}
+            assert got == set(registry.DTYPES), (op, variant, got)
+
+
+def test_quick_tier_keeps_compiled_cases_few():
+    quick = registry.select("quick")
+    assert sum(c.variant == "compiled" for c in quick) <= 10
+
+
+@pytest.mark.parametrize("kwargs, bad", [
+    ({"tier": "huge"}, "tier 'huge'"),
+    ({"ops": ["conv"]}, "op 'conv'"),
+    ({"variants": ["fast"]}, "variant 'fast'"),
+    ({"dtypes": ["fp8"]}, "dtype 'fp8'"),
+    ({"shapes": ["t1-x2"]}, "shape 't1-x2'"),
+])
+def test_select_names_the_bad_value_and_lists_valid_ones(kwargs, bad):
+    with pytest.raises(registry.SelectionError, match=re.escape(bad)) as info:
+        registry.select(**kwargs)
+    assert "valid:" in str(info.value)
+
+
+def test_filters_combine():
+    got = registry.select("standard", ops=["gelu_mul"], variants=["ours"], dtypes=["bf16"])
+    assert got and all(c.op == "gelu_mul" and c.variant == "ours" and c.dtype == "bf16" for c in got)
+
+
+def test_case_by_id_round_trips_and_rejects_unknown():
+    c = registry.all_cases()[5]
+    assert registry.case_by_id(c.id) == c
+    with pytest.raises(registry.SelectionError, match="unknown case id"):
+        registry.case_by_id("mlp/eager/bf16/t0")
+
+
+def test_compile_probes_are_compiled_cases_one_per_op():
+    probes = registry.compile_probe_cases("standard")
+    assert {c.op for c in probes} == set(registry.OPS)
+    assert all(c.variant == "compiled" for c in probes)

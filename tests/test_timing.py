@@ -1,0 +1,80 @@
+import statistics
+
+import pytest
+import torch
+
+from mlpbench import timing
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="device time needs a CUDA GPU")
+
+
+def test_host_times_are_per_call_samples():
+    x = torch.randn(256, 256)
+    samples = timing.host_times(torch.mm, (x, x), rounds=12, max_s=5)
+    assert len(samples) == 12
+    assert all(s > 0 for s in samples)
+
+
+def test_host_times_stop_at_max_s_after_five_samples():
+    import time
+
+    samples = timing.host_times(lambda: time.sleep(0.02), (), rounds=1000, max_s=0.05)
+    assert 5 <= len(samples) < 20
+    assert statistics.median(samples) >= 0.02
+
+
+def test_sync_timer_is_monotonic():
+    a = timing.sync_perf_counter()
+    b = timing.sync_perf_counter()
+    assert b >= a
+
+
+def test_input_sets_cover_twice_the_l2(monkeypatch):
+    monkeypatch.setattr(timing, "l2_bytes", lambda device: 60 * 2**20)
+    assert timing.input_sets_needed(200 * 2**20, "cuda") == 1
+    assert timing.input_sets_needed(30 * 2**20, "cuda") == 4
+    assert timing.input_sets_needed(1000, "cuda") == timing.MAX_INPUT_SETS
+
+
+def test_peak_memory_is_none_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    assert timing.peak_memory_bytes(torch.add, (torch.ones(3), torch.ones(3))) is None
+    assert timing.ceilings() == {}
+
+
+@needs_gpu
+def test_device_time_of_a_copy_is_near_the_copy_bandwidth():
+    n = 2**28  # 1 GiB of float32
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    t = timing.device_time(lambda a, b: b.copy_(a), [(src, dst)])
+    assert t.method.startswith("cuda-graph-replay")
+    assert len(t.samples_s) == timing.REPLAYS
+    gbps = 2 * n * 4 / t.median_s / 1e9
+    assert 500 < gbps < 10_000  # an H200 copies ~4,200 GB/s; anything else means a broken timer
+    assert statistics.stdev(t.samples_s) / t.median_s < 0.05
+
+
+@needs_gpu
+def test_device_time_rotates_input_sets_evenly():
+    sets = [(torch.randn(1024, device="cuda"),) for _ in range(3)]
+    t = timing.device_time(torch.neg, sets)
+    assert t.input_sets == 3 and t.calls_per_replay % 3 == 0
+
+
+@needs_gpu
+def test_graph_capture_failure_falls_back_to_events_and_says_so():
+    def uncapturable(x):
+        return x.sum().item()  # a host sync inside the call cannot be captured
+
+    t = timing.device_time(uncapturable, [(torch.randn(1024, device="cuda"),)])
+    assert "graph capture failed" in t.method
+
+
+@needs_gpu
+def test_ceilings_are_measured_once_and_plausible():
+    c = timing.ceilings()
+    assert 1e12 < c["copy_bandwidth_Bps"] < 1e13
+    assert c["gemm_bf16_flops"] > c["gemm_fp32_flops"]
+    assert timing.ceilings() is c
