@@ -1,0 +1,184 @@
+"""ASV benchmark classes generated from the registry (benchmarks/asv_cases.py assigns them).
+
+Per op, two classes, each parametrised by the stable case ids:
+
+- `<Op>Device` (GPU only): `track_device_time` returns the CUDA-graph-replay samples as
+  {"samples": [...], "number": 1}, so ASV keeps them, computes confidence intervals and applies its
+  significance test in `asv compare`; `track_peak_memory` in bytes. One `setup_cache` measures
+  every case of the op once, because building a case (and compiling it) costs far more than
+  measuring it and ASV runs each benchmark in its own process.
+- `<Op>Host`: `time_host`, one synchronised call timed by ASV with `timing.sync_perf_counter`.
+
+`CompileTime` runs `compile_probe` for the compiled cases that stand for each op.
+
+Cases that cannot run here are skipped with NotImplementedError (ASV's skip), carrying the reason;
+a case whose output fails the float64 check raises CorrectnessError and is recorded as failed.
+Selection: MLPBENCH_TIER (default standard on a GPU, quick on a CPU) and MLPBENCH_CASES
+(comma-separated fnmatch patterns on case ids).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import sys
+
+from . import registry, runner, timing
+from .compile_probe import probe
+
+# Bumped with the timing method: ASV then starts a new series instead of comparing across methods.
+VERSION = f"mlpbench-device-v{timing.DEVICE_METHOD_VERSION}"
+
+
+def tier() -> str:
+    t = os.environ.get("MLPBENCH_TIER") or ("standard" if runner.default_device() == "cuda" else "quick")
+    registry.select(t)  # raises SelectionError naming a bad tier
+    return t
+
+
+def _wanted(selected: list[registry.Case]) -> list[registry.Case]:
+    patterns = [p for p in os.environ.get("MLPBENCH_CASES", "").split(",") if p]
+    return [c for c in selected if not patterns or any(fnmatch.fnmatch(c.id, p) for p in patterns)]
+
+
+def cases(op: str | None = None) -> list[registry.Case]:
+    return _wanted(registry.select(tier(), ops=[op] if op else None))
+
+
+@functools.cache
+def _prepared(case_id: str) -> runner.Prepared:
+    case = registry.case_by_id(case_id)
+    device = runner.default_device()
+    reason = runner.skip_reason(case, device) or None
+    if reason:
+        raise NotImplementedError(reason)
+    p = runner.prepare(case, device)
+    reason = runner.timing_skip_reason(case, device)
+    if reason:
+        raise NotImplementedError(reason)
+    return p
+
+
+def measure_device(op: str) -> dict:
+    """Device samples and peak memory for every case of `op`; a case that cannot run maps to its reason."""
+    out = {}
+    selected = cases(op)
+    for k, case in enumerate(selected, 1):
+        print(f"[{k}/{len(selected)}] {case.id}", file=sys.stderr, flush=True)
+        try:
+            p = _prepared(case.id)
+            out[case.id] = runner.device_metrics(p) | {"max_rel_err": p.max_rel_err}
+        except NotImplementedError as exc:
+            out[case.id] = {"skip": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - recorded per case; the other cases still run
+            out[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            _prepared.cache_clear()  # free each case's GPU memory before the next
+    return out
+
+
+def _from_cache(cache: dict, case_id: str) -> dict:
+    entry = cache[case_id]
+    if "skip" in entry:
+        raise NotImplementedError(entry["skip"])
+    if "error" in entry:
+        raise RuntimeError(entry["error"])
+    return entry
+
+
+def device_class(op: str) -> type:
+    ids = [c.id for c in cases(op)]
+
+    def setup_cache(self):
+        return measure_device(op)
+
+    setup_cache.timeout = 3600
+
+    def setup(self, cache, case_id):
+        _from_cache(cache, case_id)
+
+    def track_device_time(self, cache, case_id):
+        return {"samples": _from_cache(cache, case_id)["device_time_samples_s"], "number": 1}
+
+    track_device_time.unit = "seconds"
+
+    def track_peak_memory(self, cache, case_id):
+        return _from_cache(cache, case_id)["peak_memory_bytes"]
+
+    track_peak_memory.unit = "bytes"
+    return type(f"{_camel(op)}Device", (), {
+        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
+        "setup_cache": setup_cache, "setup": setup,
+        "track_device_time": track_device_time, "track_peak_memory": track_peak_memory,
+        "__doc__": f"Device time and peak memory of {op}: {registry.OPS[op]['what']}.",
+    })
+
+
+def host_class(op: str) -> type:
+    ids = [c.id for c in cases(op)]
+
+    def setup(self, case_id):
+        p = _prepared(case_id)  # cached per process: ASV re-runs setup before every sample
+        self.fn, self.inputs = p.workload.fn, p.input_sets[0]
+
+    def time_host(self, case_id):
+        self.fn(*self.inputs)
+
+    return type(f"{_camel(op)}Host", (), {
+        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
+        # One call per sample, timed with a synchronisation on each side; the float64 check in
+        # setup already warmed up and compiled.
+        "timer": staticmethod(timing.sync_perf_counter), "number": 1, "rounds": 1,
+        "repeat": (10, 50, 0.5), "warmup_time": 0.05,
+        "setup": setup, "time_host": time_host,
+        "__doc__": f"Host time per synchronised call of {op}: {registry.OPS[op]['what']}.",
+    })
+
+
+def compile_class() -> type:
+    ids = [c.id for c in _wanted(registry.compile_probe_cases(tier()))]
+
+    def setup_cache(self):
+        out = {}
+        for case_id in ids:
+            print(f"compile probe: {case_id}", file=sys.stderr, flush=True)
+            try:
+                out[case_id] = probe(case_id)
+            except Exception as exc:  # noqa: BLE001 - recorded; other probes still run
+                out[case_id] = {"error": f"{type(exc).__name__}: {exc}"}
+        return out
+
+    setup_cache.timeout = 3600
+
+    def track_cold_compile(self, cache, case_id):
+        return _from_cache(cache, case_id)["cold_compile_s"]
+
+    def track_recompile_new_shape(self, cache, case_id):
+        return _from_cache(cache, case_id)["recompile_s"]
+
+    track_cold_compile.unit = track_recompile_new_shape.unit = "seconds"
+    return type("CompileTime", (), {
+        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 3600,
+        "setup_cache": setup_cache,
+        "track_cold_compile": track_cold_compile, "track_recompile_new_shape": track_recompile_new_shape,
+        "__doc__": "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count.",
+    })
+
+
+def _camel(op: str) -> str:
+    return "".join(part.capitalize() for part in op.split("_"))
+
+
+def classes() -> dict[str, type]:
+    """Every ASV benchmark class for this machine, by name."""
+    out = {}
+    for op in registry.OPS:
+        if not cases(op):
+            continue
+        if runner.default_device() == "cuda":
+            out[f"{_camel(op)}Device"] = device_class(op)
+        out[f"{_camel(op)}Host"] = host_class(op)
+    if _wanted(registry.compile_probe_cases(tier())):
+        out["CompileTime"] = compile_class()
+    return out

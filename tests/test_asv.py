@@ -1,0 +1,88 @@
+"""ASV on a CPU: the existing-environment path end to end, and the generated benchmark classes."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlpbench import asv_machine, asv_suite, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT_FILES = ("asv.conf.json", "benchmarks", "mlpbench", "conftest.py", "pyproject.toml", "pytest.ini")
+
+
+def _git(repo, *args):
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _tiny_repo(tmp_path: Path) -> Path:
+    """A git repository holding this project's ASV files, one commit on main."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in PROJECT_FILES:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    return repo
+
+
+def test_classes_follow_the_registry(monkeypatch):
+    monkeypatch.setenv("MLPBENCH_TIER", "quick")
+    monkeypatch.delenv("MLPBENCH_CASES", raising=False)
+    classes = asv_suite.classes()
+    host = classes["MlpHost"]
+    assert host.params == [[c.id for c in registry.select("quick", ops=["mlp"])]]
+    assert host.param_names == ["case"]
+    assert host.version == asv_suite.VERSION
+    assert "CompileTime" in classes
+    monkeypatch.setenv("MLPBENCH_CASES", "gelu_mul/eager/*")
+    classes = asv_suite.classes()
+    assert set(classes) == {"GeluMulHost"}
+
+
+def test_bad_tier_is_named(monkeypatch):
+    monkeypatch.setenv("MLPBENCH_TIER", "nightly")
+    with pytest.raises(registry.SelectionError, match="unknown tier 'nightly'"):
+        asv_suite.classes()
+
+
+def test_machine_entry_splits_series_on_the_stack(tmp_path):
+    path = tmp_path / "machines.json"
+    entry = asv_machine.register("box", path=path)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 1 and doc["box"] == entry
+    for key in asv_machine.SPLIT_KEYS:
+        assert key in entry
+
+
+@pytest.mark.slow
+def test_asv_existing_environment_records_the_commit(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    asv_machine.register("cibox", path=home / ".asv-machine.json")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    env = os.environ | {"HOME": str(home), "MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/fp32/*"}
+    proc = subprocess.run(
+        ["asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
+         "--machine", "cibox", "--launch-method", "spawn", "--record-samples"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result_file,) = (repo / "results" / "asv" / "cibox").glob(f"{head[:8]}-existing-*.json")
+    doc = json.loads(result_file.read_text())
+    assert doc["commit_hash"] == head
+    assert doc["params"]["machine"] == "cibox" and "torch" in doc["params"] and "gpu" in doc["params"]
+    cols = doc["result_columns"]
+    row = dict(zip(cols, doc["results"]["asv_cases.GeluMulHost.time_host"]))
+    assert row["params"] == [["'gelu_mul/eager/fp32/t333-h3000'"]]
+    assert row["version"] == asv_suite.VERSION
+    (median,) = row["result"]
+    (samples,) = row["samples"]
+    assert 0 < median < 1 and len(samples) >= 10
