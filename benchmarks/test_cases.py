@@ -8,21 +8,18 @@ timed), then its device time (CUDA-graph replay) and peak memory are measured by
 import pytest
 
 from mlpbench import runner
+from mlpbench.pytest_plugin import selected_cases, selected_tier
 from mlpbench.timing import sync_perf_counter
 
 
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
-        from conftest import selected_cases
-
         cases = selected_cases(metafunc.config)
         metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
 @pytest.mark.benchmark(timer=sync_perf_counter)
 def test_case(benchmark, case, request):
-    from conftest import selected_tier
-
     device = runner.default_device()
     reason = runner.skip_reason(case, device)
     if reason:

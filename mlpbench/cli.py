@@ -106,7 +106,10 @@ def _run(args) -> int:
     import pytest
 
     argv = [str(ROOT / "benchmarks"), "-v", "-p", "no:cacheprovider", f"--rootdir={ROOT}",
-            f"-c={ROOT / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={json_path}"]
+            f"-c={ROOT / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={json_path}",
+            # Host samples for a quarter second per case (at least 5): device time has its own
+            # samples, and a whole tier must stay well under 15 minutes. `-- --benchmark-max-time=1` overrides.
+            "--benchmark-max-time=0.25"]
     for flag in ("op", "variant", "dtype", "shape"):
         argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
     rc = pytest.main(argv + list(args.pytest_args))

@@ -12,6 +12,7 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+import torch
 from torch import nn
 
 KERNEL_REPO = Path(__file__).resolve().parent.parent / "kernels_local" / "gelu_mul"
@@ -76,8 +77,12 @@ def ours_mlp(eager: nn.Module, device: str) -> nn.Module:
     """A copy of the eager GeGLU MLP whose forward `kernels.kernelize` swapped for our layer."""
     from kernels import LocalLayerRepository
 
-    repo = LocalLayerRepository(repo_path=KERNEL_REPO, package_name="gelu_mul", layer_name="GeGLUMLP")
-    return _kernelized(copy.deepcopy(eager), repo, device)
+    repo = LocalLayerRepository(repo_path=KERNEL_REPO, layer_name="GeGLUMLP")
+    model = _kernelized(copy.deepcopy(eager), repo, device)
+    # kernelize falls back to the original forward when no mapping matches: that would time eager.
+    if getattr(model.forward, "__func__", None) is type(eager).forward:
+        raise RuntimeError(f"kernelize kept the eager forward of {type(eager).__name__} on {device!r}")
+    return model
 
 
 def liger_mlp(eager: nn.Module, dim: int, hidden: int) -> nn.Module:
@@ -92,7 +97,8 @@ def liger_mlp(eager: nn.Module, dim: int, hidden: int) -> nn.Module:
     from liger_kernel.transformers.geglu import LigerGEGLUMLP
 
     cfg = SimpleNamespace(hidden_size=dim, intermediate_size=hidden, hidden_act="gelu_pytorch_tanh")
-    liger = LigerGEGLUMLP(cfg)
+    with torch.device("meta"):  # its own weights are replaced below: don't spend time initialising them
+        liger = LigerGEGLUMLP(cfg)
     for name in ("gate_proj", "up_proj", "down_proj"):
         getattr(liger, name).weight = getattr(eager, name).weight
-    return liger.to(eager.gate_proj.weight.device)
+    return liger

@@ -42,6 +42,17 @@ class Workload:
     extra: dict = field(default_factory=dict)
 
 
+def _compiled(fn):
+    """torch.compile for one case, specialised to its static shape as in the blog.
+
+    Cases share code objects (GeGLUMLP.forward, gelu_mul_reference), and Dynamo keeps its cache per
+    code object: without a reset, a second shape would turn into one dynamic-shape graph and, past
+    Dynamo's recompile limit (8), later cases would silently run eagerly.
+    """
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)
+
+
 def _randn(shape, dtype, device, gen, scale=1.0, requires_grad=False):
     t = (torch.randn(shape, generator=gen, dtype=torch.float32) * scale).to(device=device, dtype=dtype)
     return t.requires_grad_(requires_grad)
@@ -90,8 +101,9 @@ def _linear(case: Case, device: str) -> Workload:
     t, i, o = (case.shape.as_dict()[k] for k in ("t", "i", "o"))
     dtype = TORCH_DTYPES[case.dtype]
     torch.manual_seed(0)
-    lin = nn.Linear(i, o, bias=True).to(device=device, dtype=dtype).requires_grad_(False)
-    fn = torch.compile(lin) if case.variant == "compiled" else lin
+    with torch.device(device):  # initialise on the device: CPU init of large weights takes seconds
+        lin = nn.Linear(i, o, bias=True).to(dtype=dtype).requires_grad_(False)
+    fn = _compiled(lin) if case.variant == "compiled" else lin
     w64, b64 = lin.weight.double(), lin.bias.double()
     es = torch.finfo(dtype).bits // 8
     return Workload(
@@ -111,11 +123,12 @@ def _mlp(case: Case, device: str) -> Workload:
     t, d, h = (case.shape.as_dict()[k] for k in ("t", "d", "h"))
     dtype = TORCH_DTYPES[case.dtype]
     torch.manual_seed(0)
-    eager = GeGLUMLP(d, h).to(device=device, dtype=dtype).requires_grad_(False)
+    with torch.device(device):  # initialise on the device: CPU init of large weights takes seconds
+        eager = GeGLUMLP(d, h).to(dtype=dtype).requires_grad_(False)
     if case.variant == "eager":
         fn, source = eager, f"torch {torch.__version__}"
     elif case.variant == "compiled":
-        fn, source = torch.compile(eager), f"torch {torch.__version__} + torch.compile (Inductor)"
+        fn, source = _compiled(eager), f"torch {torch.__version__} + torch.compile (Inductor)"
     elif case.variant == "liger":
         fn, source = sources.liger_mlp(eager, d, h).requires_grad_(False), sources.liger_description()
     elif case.variant == "ours":
@@ -148,7 +161,7 @@ def _gelu_mul_impl(variant: str):
     if variant == "eager":
         return gelu_mul_reference, f"torch {torch.__version__} (gelu kernel, then mul kernel)"
     if variant == "compiled":
-        return torch.compile(gelu_mul_reference), f"torch {torch.__version__} + torch.compile (Inductor)"
+        return _compiled(gelu_mul_reference), f"torch {torch.__version__} + torch.compile (Inductor)"
     if variant == "liger":
         return sources.liger_gelu_mul(), sources.liger_description()
     if variant == "ours":

@@ -12,7 +12,7 @@ import pytest
 from mlpbench import asv_machine, asv_suite, registry
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_FILES = ("asv.conf.json", "benchmarks", "mlpbench", "conftest.py", "pyproject.toml", "pytest.ini")
+PROJECT_FILES = ("asv.conf.json", "benchmarks", "mlpbench", "conftest.py", "pyproject.toml", "pytest.ini", "kernels_local")
 
 
 def _git(repo, *args):
@@ -86,3 +86,28 @@ def test_asv_existing_environment_records_the_commit(tmp_path):
     (median,) = row["result"]
     (samples,) = row["samples"]
     assert 0 < median < 1 and len(samples) >= 10
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("MLPBENCH_TEST_ASV_VIRTUALENV") != "1",
+                    reason="builds a virtualenv and installs torch, triton and the project's dependencies "
+                           "(about 7 minutes); set MLPBENCH_TEST_ASV_VIRTUALENV=1 to run it")
+def test_plain_asv_run_builds_and_installs_each_commit(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    (repo / "README.md").write_text("tiny\n")
+    _git(repo, "add", "README.md")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
+    home = tmp_path / "home"
+    home.mkdir()
+    asv_machine.register("cibox", path=home / ".asv-machine.json")
+    env = os.environ | {"HOME": str(home), "MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/fp32/*"}
+    proc = subprocess.run(
+        ["asv", "run", "--machine", "cibox", "--launch-method", "spawn", "--record-samples", "HEAD~1..HEAD"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=3000,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    files = sorted((repo / "results" / "asv" / "cibox").glob("*-virtualenv-*.json"))
+    assert len(files) == 1  # HEAD~1..HEAD is the one commit after HEAD~1
+    doc = json.loads(files[0].read_text())
+    assert doc["requirements"] == {"torch": "2.13.0"}
+    assert "asv_cases.GeluMulHost.time_host" in doc["results"]

@@ -54,10 +54,8 @@ def test_nan_never_passes(monkeypatch):
 def test_wrong_variant_is_reported_failed_and_not_timed(pytester):
     """Through the real benchmark suite: the case fails and no timing record is written."""
     shutil.copy(ROOT / "benchmarks" / "test_cases.py", pytester.path / "test_cases.py")
-    pytester.makeconftest(f"""
-import sys
-sys.path.insert(0, {str(ROOT)!r})
-exec(open({str(ROOT / 'conftest.py')!r}).read())
+    pytester.makeconftest("""
+pytest_plugins = ["mlpbench.pytest_plugin"]
 import torch
 from mlpbench import workloads
 
