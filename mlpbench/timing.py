@@ -27,7 +27,9 @@ MAX_CALLS_PER_REPLAY = 200
 # With the working set inside L2 (60 MB on an H200), repeated calls would measure the cache, not
 # HBM: rotate among enough input sets to cover twice the L2, up to this many.
 MAX_INPUT_SETS = 16
-DEVICE_METHOD_VERSION = 1  # bump when the way device time is measured changes
+# Bump when the way device time is measured changes. v2: calls per replay sized from a probe graph
+# (v1 sized it from eager calls, which gave too few calls, hence noisy samples, for µs kernels).
+DEVICE_METHOD_VERSION = 2
 
 
 def sync_perf_counter() -> float:
@@ -80,22 +82,14 @@ def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> Devic
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
 
-    # Estimate one call with events, to size the replay.
-    est_start, est_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    est_start.record()
-    for k in range(5):
-        fn(*input_sets[k % n])
-    est_end.record()
-    torch.cuda.synchronize()
-    est_s = est_start.elapsed_time(est_end) / 1e3 / 5
-    calls = max(1, min(MAX_CALLS_PER_REPLAY, math.ceil(TARGET_REPLAY_S / max(est_s, 1e-7))))
-    calls = math.ceil(calls / n) * n  # every input set is used equally often
-
+    # Size the replay from a short graph of the same calls: timing eager calls would measure the
+    # host's launch path (tens of µs) instead of a 1 µs kernel, and give far too few calls.
     try:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for k in range(calls):
-                fn(*input_sets[k % n])
+        probe_calls = max(4, n)
+        per_call = _replay_seconds(_capture(fn, input_sets, probe_calls), 3) / probe_calls
+        calls = max(1, min(MAX_CALLS_PER_REPLAY, math.ceil(TARGET_REPLAY_S / max(per_call, 1e-7))))
+        calls = math.ceil(calls / n) * n  # every input set is used equally often
+        graph = _capture(fn, input_sets, calls)
     except Exception as exc:  # noqa: BLE001 - any capture failure falls back, recorded in `method`
         torch.cuda.synchronize()
         return _event_time(fn, input_sets, replays, reason=f"{type(exc).__name__}: {exc}")
@@ -118,6 +112,26 @@ def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> Devic
             f"{n} rotating input set(s)"
         ),
     )
+
+
+def _capture(fn, input_sets, calls: int) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for k in range(calls):
+            fn(*input_sets[k % len(input_sets)])
+    return graph
+
+
+def _replay_seconds(graph: torch.cuda.CUDAGraph, replays: int) -> float:
+    """Median seconds of one replay (after a first, uploading replay)."""
+    graph.replay()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    for start, end in events:
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) / 1e3 for s, e in events)
 
 
 def _event_time(fn, input_sets, replays, reason: str) -> DeviceTiming:
@@ -178,20 +192,35 @@ def ceilings() -> dict:
         _CEILINGS = {}
         return _CEILINGS
     out: dict = {}
+    # A generator of its own: the default CUDA generator is left unusable by a capture that failed.
+    gen = torch.Generator(device="cuda").manual_seed(0)
     n = 2**30 // 4
-    src = torch.randn(n, device="cuda")
+    src = torch.randn(n, device="cuda", generator=gen)
     dst = torch.empty_like(src)
-    t = device_time(lambda: dst.copy_(src), [()])
-    out["copy_bandwidth_Bps"] = 2 * src.numel() * 4 / t.median_s
+    # Eager copies between events, not graph replay: captured into a CUDA graph, copy_ becomes a
+    # memcpy node served by the copy engines, which moved 2.77 TB/s on the H200 where a copy
+    # kernel moves ~4.2 TB/s.
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dst.copy_(src)
+        start.record()
+        for _ in range(10):
+            dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / 10)
+    out["copy_bandwidth_Bps"] = 2 * src.numel() * 4 / statistics.median(times)
     del src, dst
     for name, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)):
         m = 8192
-        a = torch.randn(m, m, device="cuda", dtype=dt)
-        b = torch.randn(m, m, device="cuda", dtype=dt)
+        a = torch.randn(m, m, device="cuda", dtype=dt, generator=gen)
+        b = torch.randn(m, m, device="cuda", dtype=dt, generator=gen)
         t = device_time(lambda: torch.mm(a, b), [()], replays=5)
         out[f"gemm_{name}_flops"] = 2 * m**3 / t.median_s
         del a, b
-    out["method"] = "copy: 1 GiB float32 copy_, (read+write bytes)/time; gemm: 8192³ torch.mm on randn; both by cuda-graph replay"
+    out["method"] = ("copy: 1 GiB float32 copy_ (a kernel), (read+write bytes)/time, events around 10 eager "
+                     "copies, median of 5; gemm: 8192³ torch.mm on randn by cuda-graph replay")
     torch.cuda.empty_cache()
     _CEILINGS = out
     return out
