@@ -17,8 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PYTHONUNBUFFERED=1
 
-if [ ! -d .git ] && [ -f .asvrepo.bundle ]; then
-    git init -q -b main . && git fetch -q .asvrepo.bundle main:main && git reset -q --soft main
+if ! git rev-parse -q HEAD >/dev/null 2>&1 && [ -f .asvrepo.bundle ]; then
+    rm -rf .git && git init -q -b main . && git fetch -q .asvrepo.bundle main && git reset -q --soft FETCH_HEAD
 fi
 
 for step in $steps; do
@@ -41,11 +41,14 @@ for step in $steps; do
             wt=/tmp/mlpbench-$rev
             git worktree add -f -q "$wt" "$rev" 2>/dev/null
             echo "asv $rev"
-            # ASV_PYTHONPATH puts this commit's mlpbench ahead of the installed one.
-            (cd "$wt" && ASV_PYTHONPATH="$wt" /usr/bin/time -f "asv wall %e s" \
+            # Point the (editable) install at this commit's checkout: an editable install's import
+            # hook wins over PYTHONPATH and the working directory.
+            python3 -m pip install -q --no-deps --no-build-isolation -e "$wt" >> "$out/asv.log" 2>&1
+            (cd "$wt" && /usr/bin/time -f "asv wall %e s" \
                 python3 -m mlpbench.cli asv -- --record-samples) >> "$out/asv.log" 2>&1
             mkdir -p results/asv && cp -r "$wt/results/asv/." results/asv/
         done
+        python3 -m pip install -q --no-deps --no-build-isolation -e "$root" >> "$out/asv.log" 2>&1
         tail -3 "$out/asv.log"
         tar czf "$out/asv-results.tgz" results/asv ;;
     *) echo "unknown step $step (valid: tests run asv)"; exit 2 ;;
