@@ -77,3 +77,23 @@ def op_tables(df: pd.DataFrame) -> str:
         parts.append(f"### {op}\n\n" + markdown(
             ["variant", "dtype", "shape", "device µs", "host µs", rate, "vs eager"], rows))
     return "\n\n".join(parts)
+
+
+def variant_columns(df: pd.DataFrame, op: str) -> str:
+    """Markdown, one row per shape and dtype, one column per variant: device µs, rate, speedup."""
+    g = df[df["op"] == op]
+    variants = [v for v in ("eager", "compiled", "liger", "ours") if v in set(g["variant"])]
+    rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
+    rows = []
+    for (shape, dtype), cell in g.groupby(["shape_id", "dtype"], sort=False):
+        by = cell.set_index("variant")
+        row = [shape, dtype]
+        for v in variants:
+            if v not in by.index:
+                row.append("—")
+                continue
+            r = by.loc[v]
+            value = r["tflops"] if op in COMPUTE_BOUND else r["gbps"]
+            row.append(f"{_fmt_us(r['time_s'])} µs · {_fmt(value, 0 if rate == 'GB/s' else 1)} · {_fmt(r['speedup_vs_eager'])}×")
+        rows.append(row)
+    return markdown(["shape", "dtype", *[f"{v} (µs · {rate} · vs eager)" for v in variants]], rows)
