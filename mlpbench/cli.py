@@ -78,7 +78,7 @@ def _asv(args) -> int:
     # Forking after `import torch` is cheap and safe for CUDA work (CUDA is initialised only in the
     # child); CPU ops in a forked child ran 2-100× slower here (OpenMP), so CPUs spawn instead.
     launch = "forkserver" if default_device() == "cuda" else "spawn"
-    cmd = ["asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
+    cmd = [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
            "--machine", entry["machine"], "--launch-method", launch, *args.asv_args]
     print("mlpbench:", " ".join(cmd), flush=True)
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode

@@ -70,7 +70,7 @@ def test_asv_existing_environment_records_the_commit(tmp_path):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     env = os.environ | {"HOME": str(home), "MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/fp32/*"}
     proc = subprocess.run(
-        ["asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
+        [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
          "--machine", "cibox", "--launch-method", "spawn", "--record-samples"],
         cwd=repo, env=env, capture_output=True, text=True, timeout=600,
     )
@@ -102,7 +102,7 @@ def test_plain_asv_run_builds_and_installs_each_commit(tmp_path):
     asv_machine.register("cibox", path=home / ".asv-machine.json")
     env = os.environ | {"HOME": str(home), "MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/fp32/*"}
     proc = subprocess.run(
-        ["asv", "run", "--machine", "cibox", "--launch-method", "spawn", "--record-samples", "HEAD~1..HEAD"],
+        [sys.executable, "-m", "asv", "run", "--machine", "cibox", "--launch-method", "spawn", "--record-samples", "HEAD~1..HEAD"],
         cwd=repo, env=env, capture_output=True, text=True, timeout=3000,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
