@@ -18,6 +18,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("case", cases, ids=[c.id for c in cases])
 
 
+@pytest.fixture(autouse=True)
+def _release_memory():
+    """After each case, give its GPU memory back: a case that ran out of memory must not take the
+    next cases down with it."""
+    yield
+    runner.release_memory()
+
+
 @pytest.mark.benchmark(timer=sync_perf_counter)
 def test_case(benchmark, case, request):
     device = runner.default_device()

@@ -75,6 +75,7 @@ def measure_device(op: str) -> dict:
             out[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             _prepared.cache_clear()  # free each case's GPU memory before the next
+            runner.release_memory()
     return out
 
 

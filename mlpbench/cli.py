@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from pathlib import Path
 
 from . import registry
+from .atomic import publish, temp_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,29 +99,62 @@ def _run(args) -> int:
     if not cases:
         print("mlpbench: error: the selection matches no case", file=sys.stderr)
         return 2
+    from .sources import liger_source
+
+    try:
+        liger_source()
+    except ValueError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return 2
     out_dir = args.results / machine_slug()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / f".write-test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        print(f"mlpbench: error: cannot write results to {out_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    json_path = out_dir / f"{stamp}-{tier}.json"
+    # The pid keeps two runs started in the same second apart.
+    json_path = out_dir / f"{stamp}-{tier}-{os.getpid()}.json"
+    outcomes_path = json_path.with_name(json_path.stem + ".outcomes.json")
+    tmp_json = temp_path(json_path)
     print(f"mlpbench: {len(cases)} cases of tier {tier!r} on {machine_slug()} → {json_path}", flush=True)
 
     import pytest
 
     argv = [str(ROOT / "benchmarks"), "-v", "-p", "no:cacheprovider", f"--rootdir={ROOT}",
-            f"-c={ROOT / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={json_path}",
+            f"-c={ROOT / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={tmp_json}",
+            f"--outcomes={outcomes_path}",
             # Host samples for a quarter second per case (at least 5): device time has its own
             # samples, and a whole tier must stay well under 15 minutes. `-- --benchmark-max-time=1` overrides.
             "--benchmark-max-time=0.25"]
     for flag in ("op", "variant", "dtype", "shape"):
         argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
-    rc = pytest.main(argv + list(args.pytest_args))
-    if json_path.exists():
-        from .tables import load_pytest_json, op_tables
+    try:
+        rc = pytest.main(argv + list(args.pytest_args))
+    finally:
+        # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
+        if tmp_json.exists() and tmp_json.stat().st_size > 0:
+            publish(tmp_json, json_path)
+        else:
+            tmp_json.unlink(missing_ok=True)
+    _summarise(json_path, outcomes_path)
+    return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
 
+
+def _summarise(json_path: Path, outcomes_path: Path) -> None:
+    from .tables import load_pytest_json, not_timed, op_tables
+
+    if json_path.exists():
         df = load_pytest_json([json_path])
         if not df.empty:
             print("\n" + op_tables(df) + f"\n\n(from {json_path})")
-    return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
+    if outcomes_path.exists():
+        text = not_timed(outcomes_path)
+        if text:
+            print("\nNot timed:\n" + text + f"\n\n(from {outcomes_path})")
 
 
 def main(argv=None) -> int:

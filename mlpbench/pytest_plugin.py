@@ -1,8 +1,12 @@
-"""The pytest plugin behind the benchmark suite: case selection options and machine info.
+"""The pytest plugin behind the benchmark suite: case selection options, machine info, outcomes.
 
 Loaded by the repository's conftest.py. Case selection options mirror `mlpbench run`;
-pytest-benchmark's own options work unchanged.
+pytest-benchmark's own options work unchanged. `--outcomes PATH` records every case's outcome
+(passed, failed, skipped) with its reason, because pytest-benchmark's JSON holds only what was
+timed.
 """
+
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,40 @@ def pytest_addoption(parser):
                     help=f"only this variant (repeatable): {', '.join(registry.all_variants())}")
     group.addoption("--dtype", action="append", default=None, help=f"only this dtype (repeatable): {', '.join(registry.DTYPES)}")
     group.addoption("--shape", action="append", default=None, help="only this shape id (repeatable), e.g. t8192-d768-h3072")
+    group.addoption("--outcomes", type=Path, default=None,
+                    help="write every case's outcome and reason to this JSON file (atomically)")
+
+
+_OUTCOMES: dict[str, dict] = {}
+
+
+def pytest_runtest_logreport(report):
+    case = getattr(report, "case_id", None) or _case_of(report.nodeid)
+    if case is None or (report.when != "call" and report.outcome == "passed"):
+        return
+    if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2].removeprefix("Skipped: ")
+    elif report.outcome == "failed":
+        reason = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else "failed"
+    else:
+        reason = ""
+    if case in _OUTCOMES and _OUTCOMES[case]["outcome"] == "failed":
+        return  # keep the first failure (a teardown report must not overwrite it)
+    _OUTCOMES[case] = {"case": case, "outcome": report.outcome, "reason": reason, "when": report.when}
+
+
+def _case_of(nodeid: str) -> str | None:
+    if "test_case[" not in nodeid:
+        return None
+    return nodeid.split("test_case[", 1)[1].rstrip("]")
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--outcomes", None)
+    if path:
+        from mlpbench.atomic import write_json
+
+        write_json(path, {"outcomes": list(_OUTCOMES.values())})
 
 
 def selected_tier(config) -> str:

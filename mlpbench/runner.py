@@ -17,6 +17,15 @@ from .envinfo import environment
 from .registry import TRITON_VARIANTS, Case
 
 
+def release_memory() -> None:
+    """Give cached GPU memory back after a case, so one that ran out of memory does not starve the next."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 

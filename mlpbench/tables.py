@@ -21,6 +21,8 @@ def load_pytest_json(paths) -> pd.DataFrame:
     for path in map(Path, paths):
         try:
             doc = json.loads(path.read_text())
+            if isinstance(doc, dict) and "outcomes" in doc and "benchmarks" not in doc:
+                continue  # a run's outcomes file: read by not_timed()
             benches = doc["benchmarks"]
             machine = doc.get("machine_info", {}).get("mlpbench", {}).get("machine", "unknown")
             commit = (doc.get("commit_info") or {}).get("id")
@@ -97,3 +99,10 @@ def variant_columns(df: pd.DataFrame, op: str) -> str:
             row.append(f"{_fmt_us(r['time_s'])} µs · {_fmt(value, 0 if rate == 'GB/s' else 1)} · {_fmt(r['speedup_vs_eager'])}×")
         rows.append(row)
     return markdown(["shape", "dtype", *[f"{v} (µs · {rate} · vs eager)" for v in variants]], rows)
+
+
+def not_timed(outcomes_path) -> str:
+    """Markdown list of the cases a run did not time (failed or skipped), with their reasons."""
+    doc = json.loads(Path(outcomes_path).read_text())
+    rows = [[o["case"], o["outcome"], o["reason"]] for o in doc["outcomes"] if o["outcome"] != "passed"]
+    return markdown(["case", "outcome", "reason"], rows) if rows else ""

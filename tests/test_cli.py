@@ -38,7 +38,7 @@ def test_run_writes_json_and_prints_a_table(tmp_path):
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    files = list(tmp_path.glob("*/*-quick.json"))
+    files = [f for f in tmp_path.glob("*/*-quick-*.json") if not f.name.endswith(".outcomes.json")]
     assert len(files) == 1
     doc = json.loads(files[0].read_text())
     (bench,) = doc["benchmarks"]
