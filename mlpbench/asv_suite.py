@@ -23,6 +23,7 @@ import fnmatch
 import functools
 import os
 import sys
+import time
 
 from . import registry, runner, timing
 from .compile_probe import probe
@@ -53,7 +54,10 @@ def _prepared(case_id: str) -> runner.Prepared:
     reason = runner.skip_reason(case, device) or None
     if reason:
         raise NotImplementedError(reason)
+    t0 = time.perf_counter()
     p = runner.prepare(case, device)
+    # On stderr (asv run --show-stderr): where an ASV run's time goes, case by case.
+    print(f"prepared {case_id} in {time.perf_counter() - t0:.2f} s", file=sys.stderr, flush=True)
     reason = runner.timing_skip_reason(case, device)
     if reason:
         raise NotImplementedError(reason)

@@ -44,9 +44,11 @@ for step in $steps; do
             # Point the (editable) install at this commit's checkout: an editable install's import
             # hook wins over PYTHONPATH and the working directory.
             python3 -m pip install -q --no-deps --no-build-isolation -e "$wt" >> "$out/asv.log" 2>&1
-            (cd "$wt" && /usr/bin/time -f "asv wall %e s" \
-                python3 -m mlpbench.cli asv -- --record-samples) >> "$out/asv.log" 2>&1
-            mkdir -p results/asv && cp -r "$wt/results/asv/." results/asv/
+            # An inner time limit, so that what ASV saved is still copied out when it runs long.
+            (cd "$wt" && timeout "${ASV_TIMEOUT:-1800}" /usr/bin/time -f "asv wall %e s" \
+                python3 -m mlpbench.cli asv -- --record-samples --show-stderr) >> "$out/asv.log" 2>&1
+            echo "asv $rev rc=$?"
+            mkdir -p results/asv && cp -r "$wt/results/asv/." results/asv/ 2>/dev/null
         done
         python3 -m pip install -q --no-deps --no-build-isolation -e "$root" >> "$out/asv.log" 2>&1
         tail -3 "$out/asv.log"
