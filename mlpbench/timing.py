@@ -86,7 +86,7 @@ def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> Devic
     # host's launch path (tens of µs) instead of a 1 µs kernel, and give far too few calls.
     try:
         probe_calls = max(4, n)
-        per_call = _replay_seconds(_capture(fn, input_sets, probe_calls), 3) / probe_calls
+        per_call = statistics.median(_replay_samples(_capture(fn, input_sets, probe_calls), 3)) / probe_calls
         calls = max(1, min(MAX_CALLS_PER_REPLAY, math.ceil(TARGET_REPLAY_S / max(per_call, 1e-7))))
         calls = math.ceil(calls / n) * n  # every input set is used equally often
         graph = _capture(fn, input_sets, calls)
@@ -94,15 +94,7 @@ def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> Devic
         torch.cuda.synchronize()
         return _event_time(fn, input_sets, replays, reason=f"{type(exc).__name__}: {exc}")
 
-    graph.replay()  # the first replay uploads the graph
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
-    for start, end in events:
-        start.record()
-        graph.replay()
-        end.record()
-    torch.cuda.synchronize()
-    samples = [s.elapsed_time(e) / 1e3 / calls for s, e in events]
+    samples = [t / calls for t in _replay_samples(graph, replays)]
     del graph
     return DeviceTiming(
         samples, calls, replays, n,
@@ -122,16 +114,17 @@ def _capture(fn, input_sets, calls: int) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def _replay_seconds(graph: torch.cuda.CUDAGraph, replays: int) -> float:
-    """Median seconds of one replay (after a first, uploading replay)."""
-    graph.replay()
+def _replay_samples(graph: torch.cuda.CUDAGraph, replays: int) -> list[float]:
+    """Seconds of each of `replays` back-to-back replays, timed with CUDA events."""
+    graph.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
     for start, end in events:
         start.record()
         graph.replay()
         end.record()
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) / 1e3 for s, e in events)
+    return [s.elapsed_time(e) / 1e3 for s, e in events]
 
 
 def _event_time(fn, input_sets, replays, reason: str) -> DeviceTiming:
