@@ -16,7 +16,7 @@ from mlpbench import registry
 def pytest_addoption(parser):
     group = parser.getgroup("mlpbench", "mlpbench case selection")
     group.addoption("--tier", choices=registry.TIERS, default=None,
-                    help="cases of this tier and the tiers below it (default: standard with a GPU, quick without)")
+                    help="cases of this tier (default: standard with a GPU, quick without)")
     group.addoption("--op", action="append", default=None, help=f"only this op (repeatable): {', '.join(registry.OPS)}")
     group.addoption("--variant", action="append", default=None,
                     help=f"only this variant (repeatable): {', '.join(registry.all_variants())}")
