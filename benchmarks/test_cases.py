@@ -2,7 +2,8 @@
 
 Each case is checked against float64 before it is timed (a wrong result fails the test and is never
 timed), then its device time (CUDA-graph replay) and peak memory are measured by
-`mlpbench.timing`, then pytest-benchmark times host calls with a synchronising timer.
+`mlpbench.timing`, then a profiler pass records the kernels each call launches (GPU only), then pytest-benchmark
+times host calls with a synchronising timer.
 """
 
 import pytest
@@ -39,5 +40,6 @@ def test_case(benchmark, case, request):
     if reason:
         pytest.skip(reason)
     benchmark.extra_info.update(runner.device_metrics(prepared))
+    benchmark.extra_info.update(runner.structure(prepared, request.config.getoption("--trace-dir")))
     benchmark(prepared.workload.fn, *prepared.input_sets[0])
     benchmark.extra_info["host_time_s"] = benchmark.stats.stats.median

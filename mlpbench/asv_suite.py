@@ -4,7 +4,8 @@ Per op, two classes, each parametrised by the stable case ids:
 
 - `<Op>Device` (GPU only): `track_device_time` returns the CUDA-graph-replay samples as
   {"samples": [...], "number": 1}, so ASV keeps them, computes confidence intervals and applies its
-  significance test in `asv compare`; `track_peak_memory` in bytes. One `setup_cache` measures
+  significance test in `asv compare`; `track_peak_memory` in bytes; `track_kernels_per_call`
+  (compute kernels one call launches, from a profiler pass), so a lost fusion shows as a step. One `setup_cache` measures
   every case of the op once, because building a case (and compiling it) costs far more than
   measuring it and ASV runs each benchmark in its own process.
 - `<Op>Host`: `time_host`, one synchronised call timed by ASV with `timing.sync_perf_counter`.
@@ -72,7 +73,7 @@ def measure_device(op: str) -> dict:
         print(f"[{k}/{len(selected)}] {case.id}", file=sys.stderr, flush=True)
         try:
             p = _prepared(case.id)
-            out[case.id] = runner.device_metrics(p) | {"max_rel_err": p.max_rel_err}
+            out[case.id] = runner.device_metrics(p) | runner.structure(p) | {"max_rel_err": p.max_rel_err}
         except NotImplementedError as exc:
             out[case.id] = {"skip": str(exc)}
         except Exception as exc:  # noqa: BLE001 - recorded per case; the other cases still run
@@ -112,10 +113,19 @@ def device_class(op: str) -> type:
         return _from_cache(cache, case_id)["peak_memory_bytes"]
 
     track_peak_memory.unit = "bytes"
+
+    def track_kernels_per_call(self, cache, case_id):
+        entry = _from_cache(cache, case_id)
+        if "kernels_per_call" not in entry:
+            raise RuntimeError(entry.get("profile_error", "no profile recorded"))
+        return entry["kernels_per_call"]
+
+    track_kernels_per_call.unit = "kernels"
     return type(f"{_camel(op)}Device", (), {
         "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
         "setup_cache": setup_cache, "setup": setup,
         "track_device_time": track_device_time, "track_peak_memory": track_peak_memory,
+        "track_kernels_per_call": track_kernels_per_call,
         "__doc__": f"Device time and peak memory of {op}: {registry.OPS[op]['what']}.",
     })
 

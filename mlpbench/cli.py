@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shape", action="append", help="repeatable; a shape id such as t8192-d768-h3072")
     run.add_argument("--results", type=Path, default=ROOT / "results" / "pytest",
                      help="folder for the JSON (a subfolder per machine is made)")
+    run.add_argument("--trace", type=Path, metavar="DIR",
+                     help="also write one Chrome/Perfetto profiler trace per case into DIR (GPU only)")
     run.add_argument("pytest_args", nargs="*", help="passed to pytest after '--'")
 
     asv = sub.add_parser("asv", help="run ASV in this environment for the checked-out commit")
@@ -132,6 +134,8 @@ def _run(args) -> int:
             "--benchmark-max-time=0.25"]
     for flag in ("op", "variant", "dtype", "shape"):
         argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
+    if args.trace:
+        argv.append(f"--trace-dir={args.trace}")
     try:
         rc = pytest.main(argv + list(args.pytest_args))
     finally:

@@ -22,6 +22,8 @@ def pytest_addoption(parser):
                     help=f"only this variant (repeatable): {', '.join(registry.all_variants())}")
     group.addoption("--dtype", action="append", default=None, help=f"only this dtype (repeatable): {', '.join(registry.DTYPES)}")
     group.addoption("--shape", action="append", default=None, help="only this shape id (repeatable), e.g. t8192-d768-h3072")
+    group.addoption("--trace-dir", type=Path, default=None,
+                    help="write one Chrome/Perfetto trace per case (GPU), named by case id")
     group.addoption("--outcomes", type=Path, default=None,
                     help="write every case's outcome and reason to this JSON file (atomically)")
 

@@ -110,3 +110,32 @@ def device_metrics(p: Prepared) -> dict:
         "timing_method": f"device: {dev.method}; {host_method}",
         "peak_memory_bytes": timing.peak_memory_bytes(p.workload.fn, p.input_sets[0]),
     }
+
+
+def trace_name(case: Case) -> str:
+    """A file name for a case's trace: its id with '/' made filesystem-safe."""
+    return case.id.replace("/", "__") + ".json"
+
+
+def structure(p: Prepared, trace_dir=None) -> dict:
+    """Kernels per call, their names and device times, from a profiler pass outside any timing.
+
+    A profiler that fails here (no CUPTI, say) must not cost the case its timings: the error is
+    recorded instead, and tests/test_expectations.py fails loudly on a GPU.
+    """
+    if p.device != "cuda":
+        return {}
+    from pathlib import Path
+
+    from . import profiling
+
+    try:
+        trace = Path(trace_dir) / trace_name(p.case) if trace_dir else None
+        prof = profiling.profile_call(p.workload.fn, p.input_sets[0], trace_path=trace)
+    except Exception as exc:  # noqa: BLE001 - recorded with the result
+        return {"profile_error": f"{type(exc).__name__}: {exc}"}
+    c = p.case
+    return prof.as_extra() | {
+        "structure_problems": profiling.check(c.op, c.variant, c.shape.as_dict(), prof.kernel_names,
+                                              prof.kernels_per_call),
+    }
