@@ -10,7 +10,10 @@ Per op, two classes, each parametrised by the stable case ids:
   measuring it and ASV runs each benchmark in its own process.
 - `<Op>Host`: `time_host`, one synchronised call timed by ASV with `timing.sync_perf_counter`.
 
-`CompileTime` runs `compile_probe` for the compiled cases that stand for each op.
+`CompileTime` runs `compile_probe` for the compiled cases that stand for each op (cold compile,
+recompile for a new token count; dynamic shapes too for the MLP); `ChangingShapes` times the MLP
+over ten token counts in a row, compilation included, for compiled (static and dynamic), Liger and
+ours: the blog's closing trade-off.
 
 Cases that cannot run here are skipped with NotImplementedError (ASV's skip), carrying the reason;
 a case whose output fails the float64 check raises CorrectnessError and is recorded as failed.
@@ -160,6 +163,8 @@ def compile_class() -> type:
             print(f"compile probe: {case_id}", file=sys.stderr, flush=True)
             try:
                 out[case_id] = probe(case_id)
+                if case_id.startswith("mlp/"):  # dynamic shapes: for the MLP, the blog's trade-off
+                    out[case_id]["dynamic"] = probe(case_id, dynamic=True)
             except Exception as exc:  # noqa: BLE001 - recorded; other probes still run
                 out[case_id] = {"error": f"{type(exc).__name__}: {exc}"}
         return out
@@ -172,12 +177,67 @@ def compile_class() -> type:
     def track_recompile_new_shape(self, cache, case_id):
         return _from_cache(cache, case_id)["recompile_s"]
 
-    track_cold_compile.unit = track_recompile_new_shape.unit = "seconds"
+    def track_recompile_new_shape_dynamic(self, cache, case_id):
+        entry = _from_cache(cache, case_id)
+        if "dynamic" not in entry:
+            raise NotImplementedError("dynamic-shape compilation is probed for the MLP only")
+        return entry["dynamic"]["recompile_s"]
+
+    track_cold_compile.unit = track_recompile_new_shape.unit = track_recompile_new_shape_dynamic.unit = "seconds"
     return type("CompileTime", (), {
         "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 3600,
         "setup_cache": setup_cache,
         "track_cold_compile": track_cold_compile, "track_recompile_new_shape": track_recompile_new_shape,
+        "track_recompile_new_shape_dynamic": track_recompile_new_shape_dynamic,
         "__doc__": "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count.",
+    })
+
+
+SEQUENCE_VARIANTS = ("compiled", "compiled-dynamic", "liger", "ours")
+
+
+def sequence_ids() -> list[str]:
+    """The MLP over changing token counts, per variant: ids like 'mlp/compiled-dynamic/bf16/d768-h3072'."""
+    (base,) = [c for c in registry.compile_probe_cases(tier()) if c.op == "mlp"] or [None]
+    if base is None:
+        return []
+    dims = "-".join(f"{k}{v}" for k, v in base.shape.dims if k != "t")
+    ids = [f"mlp/{v}/{base.dtype}/{dims}" for v in SEQUENCE_VARIANTS]
+    patterns = [p for p in os.environ.get("MLPBENCH_CASES", "").split(",") if p]
+    return [i for i in ids if not patterns or any(fnmatch.fnmatch(i, p) for p in patterns)]
+
+
+def sequence_class() -> type:
+    ids = sequence_ids()
+
+    def setup_cache(self):
+        (base,) = [c for c in registry.compile_probe_cases(tier()) if c.op == "mlp"]
+        device = runner.default_device()
+        out = {}
+        for seq_id in ids:
+            variant = seq_id.split("/")[1]
+            case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{base.dtype}/{base.shape.id}")
+            reason = runner.skip_reason(case, device) or runner.timing_skip_reason(case, device)
+            if reason:
+                out[seq_id] = {"skip": reason}
+                continue
+            print(f"changing shapes: {seq_id}", file=sys.stderr, flush=True)
+            try:
+                out[seq_id] = probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
+            except Exception as exc:  # noqa: BLE001 - recorded; other variants still run
+                out[seq_id] = {"error": f"{type(exc).__name__}: {exc}"}
+        return out
+
+    setup_cache.timeout = 3600
+
+    def track_total(self, cache, seq_id):
+        return _from_cache(cache, seq_id)["total_s"]
+
+    track_total.unit = "seconds"
+    return type("ChangingShapes", (), {
+        "params": [ids], "param_names": ["sequence"], "version": VERSION, "timeout": 3600,
+        "setup_cache": setup_cache, "track_total": track_total,
+        "__doc__": "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
     })
 
 
@@ -196,4 +256,6 @@ def classes() -> dict[str, type]:
         out[f"{_camel(op)}Host"] = host_class(op)
     if _wanted(registry.compile_probe_cases(tier())):
         out["CompileTime"] = compile_class()
+    if sequence_ids():
+        out["ChangingShapes"] = sequence_class()
     return out

@@ -42,15 +42,15 @@ class Workload:
     extra: dict = field(default_factory=dict)
 
 
-def _compiled(fn):
-    """torch.compile for one case, specialised to its static shape as in the blog.
+def _compiled(fn, dynamic: bool = False):
+    """torch.compile for one case, specialised to its static shape as in the blog (or dynamic=True).
 
     Cases share code objects (GeGLUMLP.forward, gelu_mul_reference), and Dynamo keeps its cache per
     code object: without a reset, a second shape would turn into one dynamic-shape graph and, past
     Dynamo's recompile limit (8), later cases would silently run eagerly.
     """
     torch._dynamo.reset()
-    return torch.compile(fn, dynamic=False)
+    return torch.compile(fn, dynamic=dynamic)
 
 
 def _randn(shape, dtype, device, gen, scale=1.0, requires_grad=False):
@@ -97,13 +97,13 @@ def check(workload: Workload, seed: int = 1234) -> float:
 
 # --- linear -------------------------------------------------------------------------------------
 
-def _linear(case: Case, device: str) -> Workload:
+def _linear(case: Case, device: str, dynamic: bool = False) -> Workload:
     t, i, o = (case.shape.as_dict()[k] for k in ("t", "i", "o"))
     dtype = TORCH_DTYPES[case.dtype]
     torch.manual_seed(0)
     with torch.device(device):  # initialise on the device: CPU init of large weights takes seconds
         lin = nn.Linear(i, o, bias=True).to(dtype=dtype).requires_grad_(False)
-    fn = _compiled(lin) if case.variant == "compiled" else lin
+    fn = _compiled(lin, dynamic) if case.variant == "compiled" else lin
     w64, b64 = lin.weight.double(), lin.bias.double()
     es = torch.finfo(dtype).bits // 8
     return Workload(
@@ -119,7 +119,7 @@ def _linear(case: Case, device: str) -> Workload:
 
 # --- mlp ----------------------------------------------------------------------------------------
 
-def _mlp(case: Case, device: str) -> Workload:
+def _mlp(case: Case, device: str, dynamic: bool = False) -> Workload:
     t, d, h = (case.shape.as_dict()[k] for k in ("t", "d", "h"))
     dtype = TORCH_DTYPES[case.dtype]
     torch.manual_seed(0)
@@ -128,7 +128,7 @@ def _mlp(case: Case, device: str) -> Workload:
     if case.variant == "eager":
         fn, source = eager, f"torch {torch.__version__}"
     elif case.variant == "compiled":
-        fn, source = _compiled(eager), f"torch {torch.__version__} + torch.compile (Inductor)"
+        fn, source = _compiled(eager, dynamic), f"torch {torch.__version__} + torch.compile (Inductor)"
     elif case.variant == "liger":
         fn, source = sources.liger_mlp(eager, d, h).requires_grad_(False), sources.liger_description()
     elif case.variant == "ours":
@@ -157,11 +157,11 @@ def _mlp(case: Case, device: str) -> Workload:
 
 # --- gelu_mul and gelu_mul_train ----------------------------------------------------------------
 
-def _gelu_mul_impl(variant: str):
+def _gelu_mul_impl(variant: str, dynamic: bool = False):
     if variant == "eager":
         return gelu_mul_reference, f"torch {torch.__version__} (gelu kernel, then mul kernel)"
     if variant == "compiled":
-        return _compiled(gelu_mul_reference), f"torch {torch.__version__} + torch.compile (Inductor)"
+        return _compiled(gelu_mul_reference, dynamic), f"torch {torch.__version__} + torch.compile (Inductor)"
     if variant == "liger":
         return sources.liger_gelu_mul(), sources.liger_description()
     if variant == "ours":
@@ -173,10 +173,10 @@ def _gelu_mul_ref64(g, u):
     return F.gelu(g.detach().double(), approximate="tanh") * u.detach().double()
 
 
-def _gelu_mul(case: Case, device: str) -> Workload:
+def _gelu_mul(case: Case, device: str, dynamic: bool = False) -> Workload:
     t, h = (case.shape.as_dict()[k] for k in ("t", "h"))
     dtype = TORCH_DTYPES[case.dtype]
-    impl, source = _gelu_mul_impl(case.variant)
+    impl, source = _gelu_mul_impl(case.variant, dynamic)
     es = torch.finfo(dtype).bits // 8
 
     def make_inputs(seed):
@@ -194,10 +194,10 @@ def _gelu_mul(case: Case, device: str) -> Workload:
     )
 
 
-def _gelu_mul_train(case: Case, device: str) -> Workload:
+def _gelu_mul_train(case: Case, device: str, dynamic: bool = False) -> Workload:
     t, h = (case.shape.as_dict()[k] for k in ("t", "h"))
     dtype = TORCH_DTYPES[case.dtype]
-    impl, source = _gelu_mul_impl(case.variant)
+    impl, source = _gelu_mul_impl(case.variant, dynamic)
     es = torch.finfo(dtype).bits // 8
 
     def make_inputs(seed):
@@ -236,7 +236,7 @@ def _gelu_mul_train(case: Case, device: str) -> Workload:
     )
 
 
-BUILDERS: dict[str, Callable[[Case, str], Workload]] = {
+BUILDERS: dict[str, Callable[..., Workload]] = {
     "linear": _linear,
     "mlp": _mlp,
     "gelu_mul": _gelu_mul,
@@ -244,5 +244,6 @@ BUILDERS: dict[str, Callable[[Case, str], Workload]] = {
 }
 
 
-def build(case: Case, device: str) -> Workload:
-    return BUILDERS[case.op](case, device)
+def build(case: Case, device: str, *, dynamic: bool = False) -> Workload:
+    """The case's workload; `dynamic` asks torch.compile for dynamic shapes (compile-tax probes only)."""
+    return BUILDERS[case.op](case, device, dynamic)

@@ -35,7 +35,7 @@ def _off_by_one_percent(gate, up):
 
 
 def test_a_wrong_variant_fails_the_gate(monkeypatch):
-    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant: (_off_by_one_percent, "broken"))
+    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant, dynamic=False: (_off_by_one_percent, "broken"))
     with pytest.raises(workloads.CorrectnessError, match=r"relative error 0\.01.* > tolerance"):
         runner.prepare(_case("gelu_mul/eager/fp32/t333-h3000"), "cpu")
 
@@ -46,7 +46,7 @@ def test_nan_never_passes(monkeypatch):
         out.view(-1)[7] = float("nan")
         return out
 
-    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant: (with_nan, "broken"))
+    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant, dynamic=False: (with_nan, "broken"))
     with pytest.raises(workloads.CorrectnessError, match="NaN"):
         runner.prepare(_case("gelu_mul/eager/bf16/t333-h3000"), "cpu")
 
@@ -59,7 +59,7 @@ pytest_plugins = ["mlpbench.pytest_plugin"]
 import torch
 from mlpbench import workloads
 
-def _broken(variant):
+def _broken(variant, dynamic=False):
     return (lambda g, u: torch.nn.functional.gelu(g, approximate="tanh") * u + 0.5), "broken"
 
 workloads._gelu_mul_impl = _broken
