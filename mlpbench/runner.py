@@ -36,6 +36,11 @@ def interpreting() -> bool:
 
 def skip_reason(case: Case, device: str) -> str | None:
     """Why `case` cannot run at all on `device`, or None when it can."""
+    if case.variant == "liger" and case.op != "mlp":
+        from .sources import liger_source
+
+        if liger_source() == "hub":
+            return "MLPBENCH_LIGER_SOURCE=hub provides Liger's MLP layer only; its GeLU·mul op needs the package"
     if case.variant == "liger" and importlib.util.find_spec("liger_kernel") is None:
         return "liger-kernel is not installed (pip install liger-kernel)"
     if device == "cpu" and case.variant == "liger":
