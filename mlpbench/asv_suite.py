@@ -138,8 +138,9 @@ def host_class(op: str) -> type:
 
     def setup(self, case_id):
         # Each case runs in a process of its own, where compile caches are warm (setup_cache of the
-        # Device class compiled it first): a pool of compile workers would cost more to start
-        # than the compile it serves (observed: ~6 s per case on the H200).
+        # Device class compiled it first), so a pool of compile workers started in every one of
+        # them would cost more than the compile it serves. (Each time_host case took ~6 s on the
+        # H200; that pool's start is the suspected part of it, not yet measured.)
         import torch._inductor.config
 
         torch._inductor.config.compile_threads = 1
