@@ -105,6 +105,13 @@ SHAPES: tuple[Shape, ...] = (
            t=333, d=768, h=3000),
     _shape("mlp", "full", "the largest MLP timed on the H200 for the anchors (16384 tokens, 4096 / 14336)",
            t=16384, d=4096, h=14336),
+    # --- mlp token sweep at the blog's dims (bf16): where compiling starts to pay on the host.
+    # At 1 token the compiled MLP cost more host time per call than eager on the H200.
+    *(
+        _shape("mlp", "standard", f"token sweep at the blog's dims: {t} tokens (overhead crossover)",
+               dtypes=("bf16",), t=t, d=768, h=3072)
+        for t in (1, 16, 64, 256, 1024, 4096)
+    ),
     # --- gelu_mul: the [tokens, hidden] intermediates of the MLP shapes above
     _shape("gelu_mul", EVERY_TIER, "irregular: 333 × 3000, where both peers were slow on the H200",
            t=333, h=3000),

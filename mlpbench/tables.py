@@ -106,3 +106,20 @@ def not_timed(outcomes_path) -> str:
     doc = json.loads(Path(outcomes_path).read_text())
     rows = [[o["case"], o["outcome"], o["reason"]] for o in doc["outcomes"] if o["outcome"] != "passed"]
     return markdown(["case", "outcome", "reason"], rows) if rows else ""
+
+
+def overhead_crossover(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> int | None:
+    """The smallest token count from which the compiled MLP's host time per call beats eager's
+    (at `dims`, for every larger count measured too); None when it never does."""
+    g = df[(df["op"] == "mlp") & (df["dtype"] == dtype) & df["shape_id"].str.endswith(dims)]
+    host = g.pivot_table(index="shape_id", columns="variant", values="host_time_s")
+    if not {"eager", "compiled"} <= set(host.columns):
+        return None
+    tokens = host.index.str.extract(r"^t(\d+)-", expand=False).astype(int)
+    wins = pd.Series((host["compiled"] < host["eager"]).to_numpy(), index=tokens.to_numpy()).sort_index()
+    crossover = None
+    for t, win in zip(reversed(wins.index), reversed(wins.to_numpy())):
+        if not win:
+            break
+        crossover = int(t)
+    return crossover
