@@ -54,12 +54,14 @@ def _compiled(fn, dynamic: bool = False):
 
 
 def _randn(shape, dtype, device, gen, scale=1.0, requires_grad=False):
-    t = (torch.randn(shape, generator=gen, dtype=torch.float32) * scale).to(device=device, dtype=dtype)
+    # Drawn on the device, in the case's dtype: a CPU draw of a large shape costs seconds, and of an
+    # impossible one would exhaust host memory instead of failing cleanly on the GPU.
+    t = torch.randn(shape, generator=gen, dtype=dtype, device=device).mul_(scale)
     return t.requires_grad_(requires_grad)
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+def _gen(seed: int, device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def _as_tuple(out) -> tuple:
@@ -109,7 +111,7 @@ def _linear(case: Case, device: str, dynamic: bool = False) -> Workload:
     return Workload(
         case,
         fn,
-        make_inputs=lambda seed: (_randn((t, i), dtype, device, _gen(seed)),),
+        make_inputs=lambda seed: (_randn((t, i), dtype, device, _gen(seed, device)),),
         reference=lambda inp: (F.linear(inp[0].double(), w64, b64),),
         flops=2 * t * i * o + t * o,  # the GEMM, plus the bias add done in its epilogue
         bytes=es * (t * i + i * o + o + t * o),  # x, W, b read once; y written once
@@ -145,7 +147,7 @@ def _mlp(case: Case, device: str, dynamic: bool = False) -> Workload:
     return Workload(
         case,
         fn,
-        make_inputs=lambda seed: (_randn((t, d), dtype, device, _gen(seed)),),
+        make_inputs=lambda seed: (_randn((t, d), dtype, device, _gen(seed, device)),),
         reference=reference,
         flops=3 * 2 * t * d * h,  # three GEMMs; the elementwise step's few FLOPs per element are left out
         # x read, three weights read, y written; the [t, h] intermediates are not counted because a
@@ -180,7 +182,7 @@ def _gelu_mul(case: Case, device: str, dynamic: bool = False) -> Workload:
     es = torch.finfo(dtype).bits // 8
 
     def make_inputs(seed):
-        g = _gen(seed)
+        g = _gen(seed, device)
         return _randn((t, h), dtype, device, g, scale=2.0), _randn((t, h), dtype, device, g)
 
     return Workload(
@@ -201,7 +203,7 @@ def _gelu_mul_train(case: Case, device: str, dynamic: bool = False) -> Workload:
     es = torch.finfo(dtype).bits // 8
 
     def make_inputs(seed):
-        g = _gen(seed)
+        g = _gen(seed, device)
         return (
             _randn((t, h), dtype, device, g, scale=2.0, requires_grad=True),
             _randn((t, h), dtype, device, g, requires_grad=True),

@@ -25,7 +25,8 @@ for step in $steps; do
     echo "== $step $(date -u +%T)"
     case $step in
     tests)
-        python3 -m pytest kernels_local tests/test_timing.py tests/test_correctness_gate.py -q \
+        python3 -m pytest kernels_local tests/test_timing.py tests/test_correctness_gate.py \
+            tests/test_expectations.py tests/test_reliability.py -q \
             -p no:cacheprovider > "$out/gpu-tests.log" 2>&1
         echo "tests rc=$?"; tail -2 "$out/gpu-tests.log" ;;
     run)

@@ -151,3 +151,28 @@ def test_hub_kernels_are_pinned_and_untrusted_code_is_refused():
 
     src = inspect.getsource(sources)
     assert "trust_remote_code=True" not in src
+
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="out-of-memory recovery needs a CUDA GPU")
+def test_after_an_out_of_memory_case_later_cases_still_run(pytester):
+    """A deliberately oversized shape (768 GB of bf16 inputs) runs first; the next case must pass."""
+    import shutil
+
+    shutil.copy(ROOT / "benchmarks" / "test_cases.py", pytester.path / "test_cases.py")
+    pytester.makeconftest("""
+pytest_plugins = ["mlpbench.pytest_plugin"]
+from mlpbench import registry
+
+huge = registry._shape("gelu_mul", "standard", "deliberately larger than any GPU", t=2**20, h=2**17)
+registry.SHAPES = (huge,) + registry.SHAPES
+""")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--tier=standard", "--op=gelu_mul", "--variant=eager", "--dtype=bf16",
+        "--shape=t1048576-h131072", "--shape=t8192-h3072", "-v", "--benchmark-disable",
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*t1048576-h131072* FAILED*", "*t8192-h3072* PASSED*"])
+    result.stdout.fnmatch_lines(["*OutOfMemoryError*"])
