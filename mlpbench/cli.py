@@ -57,7 +57,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _asv(args) -> int:
-    import os
     import subprocess
 
     from .asv_machine import register
@@ -80,7 +79,8 @@ def _asv(args) -> int:
     env = os.environ | ({"MLPBENCH_TIER": args.tier} if args.tier else {}) | (
         {"MLPBENCH_CASES": args.cases} if args.cases else {})
     # Forking after `import torch` is cheap and safe for CUDA work (CUDA is initialised only in the
-    # child); CPU ops in a forked child ran 2-100× slower here (OpenMP), so CPUs spawn instead.
+    # child); CPU ops in a forked child ran 2-100× slower on a CPU box (cause not established), so
+    # CPUs spawn instead.
     launch = "forkserver" if default_device() == "cuda" else "spawn"
     cmd = [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
            "--machine", entry["machine"], "--launch-method", launch, *args.asv_args]
