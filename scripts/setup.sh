@@ -22,5 +22,8 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     echo "setup: installing torch==2.13.0 (CPU build)"
     .venv/bin/python -m pip install -q "torch==2.13.0"
 fi
-.venv/bin/python -m pip install -q -e ".[test]"
+# Build with the setuptools already there when there is one (an offline box cannot fetch it).
+isolation=()
+.venv/bin/python -c "import setuptools" 2>/dev/null && isolation=(--no-build-isolation)
+.venv/bin/python -m pip install -q "${isolation[@]}" -e ".[test]"
 echo "setup: ready: $(.venv/bin/python -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda" if torch.cuda.is_available() else "cpu")')"
