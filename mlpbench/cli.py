@@ -48,12 +48,57 @@ def _parser() -> argparse.ArgumentParser:
                      help="also write one Chrome/Perfetto profiler trace per case into DIR (GPU only)")
     run.add_argument("pytest_args", nargs="*", help="passed to pytest after '--'")
 
+    chk = sub.add_parser("check", help="regression gate over ASV results: exit 1 on a significant slowdown")
+    chk.add_argument("--results", type=Path, default=ROOT / "results" / "asv", help="ASV results folder")
+    chk.add_argument("--base", help="base revision (a prefix of a commit hash found in the results)")
+    chk.add_argument("--head", help="head revision (a prefix of a commit hash found in the results)")
+    chk.add_argument("--last", type=int, metavar="N", help="history mode: check each step over the last N commits")
+    chk.add_argument("--machine", help="only this ASV machine")
+    chk.add_argument("--threshold", type=float, metavar="PCT",
+                     help="flag slowdowns above PCT percent (default: 3× each benchmark's noise, at least 2%%)")
+    chk.add_argument("--json", action="store_true", help="verdicts as JSON instead of markdown")
+
     asv = sub.add_parser("asv", help="run ASV in this environment for the checked-out commit")
     asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
     asv.add_argument("--cases", default="", help="comma-separated patterns on case ids, e.g. 'mlp/*/bf16/*'")
     asv.add_argument("--machine", help="ASV machine name (default: the GPU model, e.g. h200)")
     asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
     return p
+
+
+def _check(args) -> int:
+    import warnings
+
+    from . import gate
+
+    if (args.last is None) == (args.base is None or args.head is None):
+        print("mlpbench: error: give --base and --head, or --last N", file=sys.stderr)
+        return 2
+    if args.threshold is not None and not 0 <= args.threshold < 1000:
+        print(f"mlpbench: error: --threshold {args.threshold} is not a percentage in [0, 1000)", file=sys.stderr)
+        return 2
+    if args.last is not None and args.last < 2:
+        print(f"mlpbench: error: --last {args.last}: need at least 2 commits", file=sys.stderr)
+        return 2
+    threshold = None if args.threshold is None else args.threshold / 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda msg, *a, **k: print(f"mlpbench: warning: {msg}", file=sys.stderr)
+        try:
+            points = gate.load(args.results)
+            if args.last is not None:
+                steps = gate.history(points, args.last, args.machine, threshold)
+                for commit, v in steps:
+                    print(f"{commit[:8]}: {v.benchmark}({v.param}) {v.ratio:.4f}× ({v.test})")
+                if not steps:
+                    print(f"no regression over the last {args.last} commits")
+                return 1 if steps else 0
+            verdicts = gate.compare(points, args.base, args.head, args.machine, threshold)
+        except gate.GateInputError as exc:
+            print(f"mlpbench: error: {exc}", file=sys.stderr)
+            return 2
+    print(gate.as_json(verdicts) if args.json else gate.markdown(verdicts))
+    return 1 if any(v.verdict == "regression" for v in verdicts) else 0
 
 
 def _asv(args) -> int:
@@ -163,7 +208,7 @@ def _summarise(json_path: Path, outcomes_path: Path) -> None:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return {"run": _run, "asv": _asv}[args.command](args)
+    return {"run": _run, "asv": _asv, "check": _check}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,205 @@
+"""The regression gate: ASV results of two commits in, verdicts and an exit code out.
+
+`asv compare` always exits 0, so a nightly job cannot fail on it. Here a benchmark regressed when
+its head is slower than its base by more than a threshold AND the slowdown is statistically
+significant on the samples: a bootstrap 99% interval of the ratio of medians (head / base) lies
+wholly above 1. The threshold defaults to the benchmark's own noise (three robust coefficients of
+variation of the base samples, IQR / 1.349 / median) with a floor; benchmarks stored without
+samples (peak memory, kernels per call, compile time) are judged by the threshold alone.
+
+Revisions are prefixes of the commit hashes found in the result files, so a results folder copied
+away from any git repository works.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+FLOOR = 0.02  # never flag less than a 2% slowdown, however quiet the benchmark
+NOISE_MULTIPLE = 3.0
+BOOTSTRAP = 2000
+CONFIDENCE = 0.99
+
+
+class GateInputError(ValueError):
+    """Bad input to the gate: exit status 2."""
+
+
+@dataclass(frozen=True)
+class Point:
+    machine: str
+    commit: str
+    date: int
+    benchmark: str
+    param: str
+    version: str
+    value: float | None
+    samples: tuple[float, ...] | None
+
+
+def _points(path: Path, doc: dict) -> list[Point]:
+    cols = doc["result_columns"]
+    out = []
+    for name, row in doc["results"].items():
+        r = dict(zip(cols, row))
+        values = r["result"] if isinstance(r["result"], list) else [r["result"]]
+        params = [", ".join(combo) for combo in _combos(r.get("params") or [])] or [""]
+        samples = r.get("samples") or [None] * len(values)
+        for k, value in enumerate(values):
+            s = samples[k] if k < len(samples) else None
+            out.append(Point(doc["params"]["machine"], doc["commit_hash"], doc.get("date") or 0, name,
+                             params[k] if k < len(params) else str(k), str(r.get("version")),
+                             None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value),
+                             tuple(s) if s else None))
+    return out
+
+
+def _combos(params: list[list[str]]) -> list[tuple[str, ...]]:
+    combos: list[tuple[str, ...]] = [()]
+    for values in params:
+        combos = [c + (v.strip("'"),) for c in combos for v in values]
+    return combos if params else []
+
+
+def load(results_dir: Path) -> list[Point]:
+    """Every result point under `results_dir`; unreadable or foreign files are skipped by name."""
+    if not results_dir.is_dir():
+        raise GateInputError(f"results folder {results_dir} does not exist")
+    points = []
+    for path in sorted(results_dir.rglob("*.json")):
+        if path.name in ("machine.json", "benchmarks.json"):
+            continue
+        try:
+            doc = json.loads(path.read_text())
+            points += _points(path, doc)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.warn(f"skipping {path}: not a readable ASV result file ({type(exc).__name__}: {exc})",
+                          stacklevel=2)
+    return points
+
+
+def resolve(points: list[Point], rev: str) -> str:
+    commits = sorted({p.commit for p in points})
+    hits = [c for c in commits if c.startswith(rev)]
+    if len(hits) != 1:
+        known = ", ".join(c[:8] for c in commits) or "none"
+        what = "matches no commit" if not hits else f"is ambiguous ({len(hits)} commits)"
+        raise GateInputError(f"revision {rev!r} {what} in these results; commits found: {known}")
+    return hits[0]
+
+
+@dataclass
+class Verdict:
+    machine: str
+    benchmark: str
+    param: str
+    base: float
+    head: float
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    threshold: float
+    verdict: str  # "regression", "improvement", "unchanged"
+    test: str
+
+
+def _noise(samples) -> float:
+    q25, q50, q75 = np.percentile(samples, [25, 50, 75])
+    return float((q75 - q25) / 1.349 / q50) if q50 else 0.0
+
+
+def _bootstrap_ratio(base, head, seed: int = 0) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    b = np.asarray(base)[rng.integers(0, len(base), (BOOTSTRAP, len(base)))]
+    h = np.asarray(head)[rng.integers(0, len(head), (BOOTSTRAP, len(head)))]
+    ratios = np.median(h, axis=1) / np.median(b, axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def judge(base: Point, head: Point, threshold: float | None = None) -> Verdict:
+    if base.samples and head.samples and len(base.samples) >= 5 and len(head.samples) >= 5:
+        b, h = float(np.median(base.samples)), float(np.median(head.samples))
+        thr = threshold if threshold is not None else max(FLOOR, NOISE_MULTIPLE * _noise(base.samples))
+        lo, hi = _bootstrap_ratio(base.samples, head.samples)
+        ratio = h / b
+        slower, faster = ratio > 1 + thr and lo > 1, ratio < 1 / (1 + thr) and hi < 1
+        test = f"bootstrap {CONFIDENCE:.0%} interval of the median ratio ({BOOTSTRAP} resamples)"
+    else:
+        b, h = base.value, head.value
+        thr = threshold if threshold is not None else FLOOR
+        lo = hi = None
+        ratio = h / b if b else (math.inf if h else 1.0)
+        slower, faster = ratio > 1 + thr, ratio < 1 / (1 + thr)
+        test = "threshold only (no samples stored)"
+    verdict = "regression" if slower else "improvement" if faster else "unchanged"
+    return Verdict(base.machine, base.benchmark, base.param, b, h, ratio, lo, hi, thr, verdict, test)
+
+
+def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | None = None,
+            threshold: float | None = None) -> list[Verdict]:
+    base, head = resolve(points, base_rev), resolve(points, head_rev)
+    if machine is not None and machine not in {p.machine for p in points}:
+        known = ", ".join(sorted({p.machine for p in points}))
+        raise GateInputError(f"machine {machine!r} has no results here; machines found: {known}")
+
+    def index(commit):
+        return {(p.machine, p.benchmark, p.param, p.version): p for p in points
+                if p.commit == commit and p.value is not None and (machine is None or p.machine == machine)}
+
+    b, h = index(base), index(head)
+    if not b:
+        raise GateInputError(f"no readable results for base {base[:8]}")
+    if not h:
+        raise GateInputError(f"no readable results for head {head[:8]}")
+    return [judge(b[k], h[k], threshold) for k in sorted(b.keys() & h.keys())]
+
+
+def history(points: list[Point], last: int, machine: str | None = None,
+            threshold: float | None = None) -> list[tuple[str, Verdict]]:
+    """Regressions between consecutive commits among the `last` ones, each named by the commit that stepped up."""
+    commits = sorted({(p.date, p.commit) for p in points if machine is None or p.machine == machine})[-last:]
+    found = []
+    for (_, prev), (_, cur) in zip(commits, commits[1:]):
+        for v in compare(points, prev, cur, machine, threshold):
+            if v.verdict == "regression":
+                found.append((cur, v))
+    return found
+
+
+def _fmt(x: float, unit_hint: str) -> str:
+    if "time" in unit_hint or "compile" in unit_hint or "host" in unit_hint or "total" in unit_hint:
+        return f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
+    return f"{x:,.4g}"
+
+
+def markdown(verdicts: list[Verdict]) -> str:
+    def table(rows):
+        lines = ["| benchmark | parameters | base | head | ratio | 99% interval | threshold | verdict |",
+                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for v in rows:
+            ci = f"{v.ci_low:.4f}–{v.ci_high:.4f}" if v.ci_low is not None else "—"
+            lines.append(f"| {v.benchmark} | {v.param} | {_fmt(v.base, v.benchmark)} | {_fmt(v.head, v.benchmark)} "
+                         f"| {v.ratio:.4f} | {ci} | {v.threshold:.1%} | {v.verdict} |")
+        return "\n".join(lines)
+
+    reg = [v for v in verdicts if v.verdict == "regression"]
+    imp = [v for v in verdicts if v.verdict == "improvement"]
+    parts = [f"{len(verdicts)} benchmarks compared: {len(reg)} regressed, {len(imp)} improved, "
+             f"{len(verdicts) - len(reg) - len(imp)} unchanged."]
+    if reg:
+        parts.append("### Regressions\n\n" + table(reg))
+    if imp:
+        parts.append("### Improvements\n\n" + table(imp))
+    return "\n\n".join(parts)
+
+
+def as_json(verdicts: list[Verdict]) -> str:
+    return json.dumps([asdict(v) for v in verdicts], indent=1)

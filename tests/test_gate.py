@@ -1,0 +1,129 @@
+"""The regression gate on small fabricated ASV results (no GPU, no git repository needed)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mlpbench import gate
+
+ROOT = Path(__file__).resolve().parent.parent
+COLS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
+        "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]
+CASES = ["'gelu_mul/ours/bf16/t8192-h3072'", "'mlp/eager/bf16/t8192-d768-h3072'"]
+
+
+def _write(folder: Path, commit: str, date: int, medians, seed: int, cv=0.001, kernels=(1, 5)):
+    rng = np.random.default_rng(seed)
+    samples = [list(m * (1 + cv * rng.standard_normal(20))) for m in medians]
+    results = {
+        "asv_cases.Device.track_device_time": [
+            [float(np.median(s)) for s in samples], [CASES], "v2", 0, 1.0, None, None, None, None,
+            [1, 1], [20, 20], samples],
+        "asv_cases.Device.track_kernels_per_call": [list(kernels), [CASES], "v2", 0, 1.0],
+    }
+    doc = {"commit_hash": commit, "date": date, "params": {"machine": "h200", "python": "3.12"},
+           "result_columns": COLS, "results": results, "version": 2, "env_name": "existing"}
+    path = folder / "h200" / f"{commit[:8]}-existing.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+@pytest.fixture
+def results(tmp_path):
+    _write(tmp_path, A, 1, [36.5e-6, 220e-6], seed=1)
+    _write(tmp_path, B, 2, [36.5e-6, 220e-6], seed=2)  # same code, new samples
+    _write(tmp_path, C, 3, [36.5e-6 * 1.05, 220e-6], seed=3)  # our kernel 5% slower
+    return tmp_path
+
+
+def _check(*args):
+    return subprocess.run([sys.executable, "-m", "mlpbench.cli", "check", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_unchanged_exits_0(results):
+    proc = _check("--results", str(results), "--base", "aaaa", "--head", "bbbb")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 regressed" in proc.stdout
+
+
+def test_a_planted_5_percent_slowdown_exits_1_and_is_named(results):
+    proc = _check("--results", str(results), "--base", "bbbb", "--head", "cccc")
+    assert proc.returncode == 1
+    assert "### Regressions" in proc.stdout
+    line = next(l for l in proc.stdout.splitlines() if "gelu_mul/ours/bf16/t8192-h3072" in l)
+    assert "regression" in line and "1.05" in line
+    assert "mlp/eager" not in proc.stdout.split("### Regressions")[1]
+
+
+def test_json_output_for_machines(results):
+    proc = _check("--results", str(results), "--base", "bbbb", "--head", "cccc", "--json")
+    verdicts = json.loads(proc.stdout)
+    reg = [v for v in verdicts if v["verdict"] == "regression"]
+    assert [v["param"] for v in reg] == ["gelu_mul/ours/bf16/t8192-h3072"]
+    assert reg[0]["ci_low"] > 1 and reg[0]["test"].startswith("bootstrap")
+
+
+def test_a_slowdown_under_the_threshold_is_not_flagged(results):
+    proc = _check("--results", str(results), "--base", "bbbb", "--head", "cccc", "--threshold", "10")
+    assert proc.returncode == 0
+
+
+def test_a_lost_fusion_is_flagged_without_samples(tmp_path):
+    _write(tmp_path, A, 1, [36.5e-6, 220e-6], seed=1, kernels=(1, 4))
+    _write(tmp_path, B, 2, [36.5e-6, 220e-6], seed=2, kernels=(1, 5))
+    verdicts = gate.compare(gate.load(tmp_path), "a", "b")
+    (v,) = [v for v in verdicts if v.verdict == "regression"]
+    assert v.benchmark.endswith("track_kernels_per_call") and v.test.startswith("threshold only")
+
+
+def test_history_names_the_commit_that_stepped_up(results):
+    proc = _check("--results", str(results), "--last", "3")
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("cccccccc: asv_cases.Device.track_device_time(gelu_mul/ours/bf16/t8192-h3072)")
+
+
+def test_a_results_folder_copied_away_from_git_works(results, tmp_path_factory):
+    copy = tmp_path_factory.mktemp("elsewhere") / "asv"
+    shutil.copytree(results, copy)
+    assert _check("--results", str(copy), "--base", "bbbb", "--head", "cccc").returncode == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base", "dddd", "--head", "cccc"], "revision 'dddd' matches no commit"),
+    (["--base", "aaaa"], "give --base and --head, or --last N"),
+    (["--base", "aaaa", "--head", "bbbb", "--machine", "a100"], "machine 'a100' has no results"),
+    (["--last", "1"], "need at least 2 commits"),
+])
+def test_bad_input_exits_2(results, args, message):
+    proc = _check("--results", str(results), *args)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unreadable_base_exits_2_and_corrupt_files_are_named(results):
+    (results / "h200" / "aaaaaaaa-existing.json").write_text("{ truncated")
+    (results / "h200" / "notes.json").write_text("[1, 2]")
+    proc = _check("--results", str(results), "--base", "aaaa", "--head", "bbbb")
+    assert proc.returncode == 2
+    assert "aaaaaaaa-existing.json" in proc.stderr and "notes.json" in proc.stderr
+    assert "revision 'aaaa' matches no commit" in proc.stderr
+
+
+def test_missing_results_folder_exits_2(tmp_path):
+    proc = _check("--results", str(tmp_path / "nope"), "--base", "a", "--head", "b")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_the_committed_h200_runs_of_identical_code_show_no_device_regression():
+    verdicts = gate.compare(gate.load(ROOT / "results" / "asv"), "45327a1", "78787db")
+    device = [v for v in verdicts if v.benchmark.endswith("track_device_time")]
+    assert len(device) == 4 and all(v.verdict == "unchanged" for v in device)
