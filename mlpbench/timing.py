@@ -29,7 +29,9 @@ MAX_CALLS_PER_REPLAY = 200
 MAX_INPUT_SETS = 16
 # Bump when the way device time is measured changes. v2: calls per replay sized from a probe graph
 # (v1 sized it from eager calls, which gave too few calls, hence noisy samples, for µs kernels).
-DEVICE_METHOD_VERSION = 2
+# v3: replays for WARMUP_S before the timed ones.
+DEVICE_METHOD_VERSION = 3
+WARMUP_S = 0.05
 
 
 def sync_perf_counter() -> float:
@@ -100,7 +102,8 @@ def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> Devic
         samples, calls, replays, n,
         method=(
             f"cuda-graph-replay/v{DEVICE_METHOD_VERSION}: {calls} calls captured in one CUDA graph, "
-            f"{replays} replays timed with CUDA events, sample = replay time / {calls}, "
+            f"{replays} replays timed with CUDA events after {WARMUP_S * 1e3:.0f} ms of warm-up replays, "
+            f"sample = replay time / {calls}, "
             f"{n} rotating input set(s)"
         ),
     )
@@ -115,9 +118,16 @@ def _capture(fn, input_sets, calls: int) -> torch.cuda.CUDAGraph:
 
 
 def _replay_samples(graph: torch.cuda.CUDAGraph, replays: int) -> list[float]:
-    """Seconds of each of `replays` back-to-back replays, timed with CUDA events."""
+    """Seconds of each of `replays` back-to-back replays, timed with CUDA events, after a warm-up."""
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
+    # Warm up for WARMUP_S: on the H200 the first 3-4 replays of a 2 ms graph ran up to 12% slower
+    # than the rest (results/pytest/h200/20261129T203732Z-standard.json, gelu_mul at 8192 × 14336),
+    # which widened every interval the gate computes.
+    deadline = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < deadline:
+        graph.replay()
+        torch.cuda.synchronize()
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
     for start, end in events:
         start.record()

@@ -127,3 +127,14 @@ def test_the_committed_h200_runs_of_identical_code_show_no_device_regression():
     verdicts = gate.compare(gate.load(ROOT / "results" / "asv"), "45327a1", "78787db")
     device = [v for v in verdicts if v.benchmark.endswith("track_device_time")]
     assert len(device) == 4 and all(v.verdict == "unchanged" for v in device)
+
+
+def test_detection_trials_find_planted_slowdowns_on_quiet_samples():
+    from mlpbench import detection
+
+    rng = np.random.default_rng(0)
+    samples = {"gelu_mul/ours/bf16/t8192-h3072": list(36.5e-6 * (1 + 0.001 * rng.standard_normal(20)))}
+    df = detection.trials(samples, n_trials=20, slowdowns=(0.0, 0.05))
+    rate = df.groupby("slowdown")["flagged"].mean()
+    assert rate[0.0] == 0 and rate[0.05] == 1
+    assert list(detection.summary(df).index) == ["≥ 20 µs"]
