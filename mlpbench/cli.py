@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="flag slowdowns above PCT percent (default: 3× each benchmark's noise, at least 2%%)")
     chk.add_argument("--json", action="store_true", help="verdicts as JSON instead of markdown")
 
+    rep = sub.add_parser("report", help="all results as one tidy table, markdown and a self-contained HTML page with plots")
+    rep.add_argument("--results", type=Path, default=ROOT / "results", help="folder holding pytest/ and asv/")
+    rep.add_argument("--output", type=Path, required=True, help="folder for report.md, report.html, report.csv")
+
     asv = sub.add_parser("asv", help="run ASV in this environment for the checked-out commit")
     asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
     asv.add_argument("--cases", default="", help="comma-separated patterns on case ids, e.g. 'mlp/*/bf16/*'")
@@ -99,6 +103,15 @@ def _check(args) -> int:
             return 2
     print(gate.as_json(verdicts) if args.json else gate.markdown(verdicts))
     return 1 if any(v.verdict == "regression" for v in verdicts) else 0
+
+
+def _report(args) -> int:
+    from . import report
+
+    if not args.results.is_dir():
+        print(f"mlpbench: error: results folder {args.results} does not exist", file=sys.stderr)
+        return 2
+    return report.main(args.results, args.output)
 
 
 def _asv(args) -> int:
@@ -208,7 +221,7 @@ def _summarise(json_path: Path, outcomes_path: Path) -> None:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return {"run": _run, "asv": _asv, "check": _check}[args.command](args)
+    return {"run": _run, "asv": _asv, "check": _check, "report": _report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,194 @@
+"""`mlpbench report`: every result in one tidy DataFrame, written out as markdown and one HTML page.
+
+    mlpbench report --results results --output report/
+
+Reads pytest-benchmark JSON (results/pytest/**) and ASV result files (results/asv/**). Rows are
+one measurement each: source, machine, commit, op, variant, dtype, shape, metric, value. The HTML
+page embeds its plots (PNG as data URIs) and loads nothing remote, so it can be opened anywhere.
+A file that cannot be read is skipped with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from . import gate, tables
+
+METRICS_FROM_PYTEST = ("device_time_s", "host_time_s", "peak_memory_bytes", "kernels_per_call")
+
+
+def _split_case(case: str) -> dict:
+    parts = case.split("/")
+    return dict(zip(("op", "variant", "dtype", "shape_id"), parts)) if len(parts) == 4 else {}
+
+
+def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
+    """(long DataFrame of every measurement, ceilings by machine from pytest machine_info)."""
+    files = sorted(p for p in (results / "pytest").rglob("*.json") if not p.name.endswith(".outcomes.json")) \
+        if (results / "pytest").is_dir() else []
+    wide = tables.load_pytest_json(files)
+    rows, ceilings = [], {}
+    if not wide.empty:
+        for path in files:
+            try:
+                info = json.loads(path.read_text())["machine_info"]["mlpbench"]
+                ceilings[info["machine"]] = info.get("ceilings", {})
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # already reported by load_pytest_json
+        for r in wide.itertuples():
+            for metric in METRICS_FROM_PYTEST:
+                value = getattr(r, metric, None)
+                if value is not None and not pd.isna(value):
+                    rows.append({"source": "pytest", "machine": r.machine, "commit": r.commit, "date": None,
+                                 "op": r.op, "variant": r.variant, "dtype": r.dtype, "shape_id": r.shape_id,
+                                 "flops": r.flops, "bytes": r.bytes, "metric": metric, "value": float(value)})
+    asv_dir = results / "asv"
+    if asv_dir.is_dir():
+        for p in gate.load(asv_dir):
+            if p.value is None:
+                continue
+            rows.append({"source": "asv", "machine": p.machine, "commit": p.commit, "date": p.date,
+                         **_split_case(p.param), "flops": None, "bytes": None,
+                         "metric": p.benchmark.rsplit(".", 1)[-1], "value": p.value})
+    return pd.DataFrame(rows), ceilings
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def speedup_plot(df: pd.DataFrame, op: str) -> str | None:
+    """Bars: device-time speedup over eager for each shape × dtype, one bar per variant."""
+    import matplotlib.pyplot as plt
+
+    d = df[(df["source"] == "pytest") & (df["op"] == op) & (df["metric"] == "device_time_s")]
+    if d.empty:
+        return None
+    t = d.pivot_table(index=["shape_id", "dtype"], columns="variant", values="value")
+    if "eager" not in t.columns:
+        return None
+    speed = t.rdiv(t["eager"], axis=0)
+    order = [v for v in ("eager", "compiled", "liger", "ours") if v in speed.columns]
+    ax = speed[order].plot.bar(figsize=(max(6, 0.6 * len(speed)), 4), width=0.8)
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_ylabel("speedup over eager (device time)")
+    ax.set_xlabel("")
+    ax.set_title(f"{op}: speedup over eager")
+    ax.set_xticklabels([f"{s} {dt}" for s, dt in speed.index], rotation=55, ha="right", fontsize=7)
+    return _png(ax.figure)
+
+
+def roofline_plot(df: pd.DataFrame, ceilings: dict) -> str | None:
+    """Achieved rate per case against this machine's measured ceilings (one panel per bound)."""
+    import matplotlib.pyplot as plt
+
+    d = df[(df["source"] == "pytest") & (df["metric"] == "device_time_s")].copy()
+    if d.empty:
+        return None
+    fig, (mem, gemm) = plt.subplots(1, 2, figsize=(11, 4))
+    memory_bound = d[d["op"].str.startswith("gelu_mul")]
+    for variant, g in memory_bound.groupby("variant"):
+        mem.scatter(g["bytes"] / 1e6, g["bytes"] / g["value"] / 1e12, label=variant, s=14)
+    compute = d[d["op"].isin(tables.COMPUTE_BOUND)]
+    for variant, g in compute.groupby("variant"):
+        gemm.scatter(g["flops"] / g["bytes"], g["flops"] / g["value"] / 1e12, label=variant, s=14)
+    styles = {"bf16": ":", "fp16": "-.", "fp32": "--"}
+    for machine, c in ceilings.items():
+        copy = c.get("copy_bandwidth_Bps")
+        if copy:
+            achieved = (memory_bound["bytes"] / memory_bound["value"]).max()
+            # A ceiling below what kernels achieved was mis-measured; say so on the plot itself.
+            suspect = " — below achieved: suspect" if achieved > 1.02 * copy else ""
+            mem.axhline(copy / 1e12, ls="--", color="grey", label=f"copy ceiling, {machine}{suspect}")
+        for dt, ls in styles.items():
+            rate = c.get(f"gemm_{dt}_flops")
+            if rate:
+                gemm.axhline(rate / 1e12, ls=ls, color="grey", label=f"{dt} GEMM ceiling, {machine}")
+    mem.set_xscale("log")
+    mem.set_xlabel("bytes moved per call (MB)")
+    mem.set_ylabel("achieved TB/s")
+    mem.set_title("memory-bound: gelu_mul, gelu_mul_train")
+    gemm.set_xscale("log")
+    gemm.set_xlabel("arithmetic intensity (FLOP per byte)")
+    gemm.set_ylabel("achieved TFLOP/s")
+    gemm.set_title("compute: mlp, linear")
+    for ax in (mem, gemm):
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def history_plot(df: pd.DataFrame) -> str | None:
+    """Device time over commits, one line per ASV case."""
+    import matplotlib.pyplot as plt
+
+    d = df[(df["source"] == "asv") & (df["metric"] == "track_device_time")]
+    if d.empty or d["commit"].nunique() < 2:
+        return None
+    order = d.drop_duplicates("commit").sort_values("date")["commit"].tolist()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for (machine, op, variant, dtype, shape), g in d.groupby(["machine", "op", "variant", "dtype", "shape_id"]):
+        g = g.set_index("commit").reindex(order)
+        ax.plot([c[:8] for c in order], g["value"] * 1e6, marker="o", label=f"{op}/{variant}/{dtype}/{shape} ({machine})")
+    ax.set_ylabel("device time (µs)")
+    ax.set_title("device time over commits (ASV)")
+    ax.legend(fontsize=6)
+    return _png(fig)
+
+
+def write(results: Path, output: Path) -> list[Path]:
+    """Write report.md (with plot-N.png), report.html (self-contained) and report.csv (tidy) under `output`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    df, ceilings = tidy(results)
+    output.mkdir(parents=True, exist_ok=True)
+    plots = {f"Speedup over eager: {op}": speedup_plot(df, op)
+             for op in ("gelu_mul", "gelu_mul_train", "mlp", "linear")}
+    plots["Achieved rate against measured ceilings"] = roofline_plot(df, ceilings)
+    plots["Device time over commits"] = history_plot(df)
+    plots = {k: v for k, v in plots.items() if v}
+    wide = df[(df["source"] == "pytest")].pivot_table(
+        index=["machine", "op", "variant", "dtype", "shape_id"], columns="metric", values="value").reset_index()
+    md = ["# mlpbench report", "", f"{len(df)} measurements from `{results}`: "
+          f"{(df['source'] == 'pytest').sum() if not df.empty else 0} from pytest-benchmark, "
+          f"{(df['source'] == 'asv').sum() if not df.empty else 0} from ASV.", ""]
+    for machine, c in ceilings.items():
+        if c:
+            md.append(f"Ceilings on {machine}: copy {c.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s, "
+                      f"bf16 GEMM {c.get('gemm_bf16_flops', 0) / 1e12:.0f} TFLOP/s ({c.get('method', '')}).")
+    for k, (title, png) in enumerate(plots.items()):
+        name = f"plot-{k}.png"
+        (output / name).write_bytes(base64.b64decode(png))
+        md += ["", f"## {title}", "", f"![{title}]({name})"]
+    (output / "report.md").write_text("\n".join(md) + "\n")
+    df.to_csv(output / "report.csv", index=False)
+    body = "".join(f"<h2>{html.escape(t)}</h2><img alt='{html.escape(t)}' src='data:image/png;base64,{png}'>"
+                   for t, png in plots.items())
+    table = wide.to_html(index=False, float_format=lambda x: f"{x:.4g}") if not wide.empty else ""
+    (output / "report.html").write_text(
+        "<!doctype html><meta charset='utf-8'><title>mlpbench report</title>"
+        "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px}</style>"
+        f"<h1>mlpbench report</h1><p>{html.escape(md[2])}</p>{body}<h2>All pytest-benchmark results</h2>{table}")
+    return [output / "report.md", output / "report.html", output / "report.csv"]
+
+
+def main(results: Path, output: Path) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        paths = write(results, output)
+    for p in paths:
+        print(p)
+    return 0
