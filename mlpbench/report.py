@@ -14,6 +14,7 @@ import base64
 import html
 import io
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -147,6 +148,11 @@ def history_plot(df: pd.DataFrame) -> str | None:
     return _png(fig)
 
 
+def _best_bandwidth(df: pd.DataFrame, machine: str) -> float:
+    d = df[(df["source"] == "pytest") & (df["machine"] == machine) & (df["metric"] == "device_time_s")]
+    return float((d["bytes"] / d["value"]).max()) if not d.empty else 0.0
+
+
 def write(results: Path, output: Path) -> list[Path]:
     """Write report.md (with plot-N.png), report.html (self-contained) and report.csv (tidy) under `output`."""
     import matplotlib
@@ -161,13 +167,16 @@ def write(results: Path, output: Path) -> list[Path]:
     plots = {k: v for k, v in plots.items() if v}
     wide = df[(df["source"] == "pytest")].pivot_table(
         index=["machine", "op", "variant", "dtype", "shape_id"], columns="metric", values="value").reset_index()
-    md = ["# mlpbench report", "", f"{len(df)} measurements from `{results}`: "
+    md = ["# mlpbench report", "", f"{len(df)} measurements from `{os.path.relpath(results)}`: "
           f"{(df['source'] == 'pytest').sum() if not df.empty else 0} from pytest-benchmark, "
           f"{(df['source'] == 'asv').sum() if not df.empty else 0} from ASV.", ""]
     for machine, c in ceilings.items():
         if c:
+            achieved = _best_bandwidth(df, machine)
+            suspect = (f" The copy ceiling is below the {achieved / 1e12:.2f} TB/s that kernels achieved: "
+                       "it was mis-measured." if achieved > 1.02 * c.get("copy_bandwidth_Bps", 0) else "")
             md.append(f"Ceilings on {machine}: copy {c.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s, "
-                      f"bf16 GEMM {c.get('gemm_bf16_flops', 0) / 1e12:.0f} TFLOP/s ({c.get('method', '')}).")
+                      f"bf16 GEMM {c.get('gemm_bf16_flops', 0) / 1e12:.0f} TFLOP/s ({c.get('method', '')}).{suspect}")
     for k, (title, png) in enumerate(plots.items()):
         name = f"plot-{k}.png"
         (output / name).write_bytes(base64.b64decode(png))
