@@ -153,6 +153,32 @@ def _best_bandwidth(df: pd.DataFrame, machine: str) -> float:
     return float((d["bytes"] / d["value"]).max()) if not d.empty else 0.0
 
 
+def kernel_breakdown(wide: pd.DataFrame) -> str:
+    """Markdown: device µs per call of each kernel the MLP cases launch (the per-GEMM view)."""
+    if "kernel_times_s" not in wide or wide["kernel_times_s"].isna().all():
+        return ""
+    rows = []
+    for r in wide[(wide["op"] == "mlp") & wide["kernel_times_s"].notna()].itertuples():
+        total = sum(r.kernel_times_s.values()) or 1.0
+        for name, t in sorted(r.kernel_times_s.items(), key=lambda kv: -kv[1]):
+            rows.append([r.case, name[:60], f"{t * 1e6:,.1f}", f"{t / total:.0%}"])
+    return tables.markdown(["case", "kernel", "µs per call", "share"], rows)
+
+
+def compile_tax(df: pd.DataFrame) -> str:
+    """Markdown: cold compile, recompile for a new shape, and the changing-shapes total, from ASV."""
+    metrics = {"track_cold_compile": "cold compile", "track_recompile_new_shape": "recompile (static)",
+               "track_recompile_new_shape_dynamic": "recompile (dynamic=True)",
+               "track_total": "ten changing shapes, total"}
+    d = df[(df["source"] == "asv") & df["metric"].isin(metrics)]
+    if d.empty:
+        return ""
+    latest = d.sort_values("date").groupby(["machine", "op", "variant", "dtype", "shape_id", "metric"]).last()
+    rows = [[f"{op}/{variant}/{dtype}/{shape}", machine, metrics[metric], f"{r.value:,.2f} s"]
+            for (machine, op, variant, dtype, shape, metric), r in latest.iterrows()]
+    return tables.markdown(["case", "machine", "figure", "seconds"], rows)
+
+
 def write(results: Path, output: Path) -> list[Path]:
     """Write report.md (with plot-N.png), report.html (self-contained) and report.csv (tidy) under `output`."""
     import matplotlib
@@ -177,6 +203,21 @@ def write(results: Path, output: Path) -> list[Path]:
                        "it was mis-measured." if achieved > 1.02 * c.get("copy_bandwidth_Bps", 0) else "")
             md.append(f"Ceilings on {machine}: copy {c.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s, "
                       f"bf16 GEMM {c.get('gemm_bf16_flops', 0) / 1e12:.0f} TFLOP/s ({c.get('method', '')}).{suspect}")
+    wide_loaded = tables.load_pytest_json(sorted(p for p in (results / "pytest").rglob("*.json")
+                                                 if not p.name.endswith(".outcomes.json"))) \
+        if (results / "pytest").is_dir() else pd.DataFrame()
+    sections = {}
+    if not wide_loaded.empty:
+        sections["Kernels per MLP call (device time by kernel)"] = kernel_breakdown(wide_loaded)
+        crossover = tables.overhead_crossover(wide_loaded)
+        sections["Host overhead crossover"] = (
+            f"The compiled MLP (d768-h3072, bf16) beats eager on host time per call from {crossover} tokens up."
+            if crossover else "No token count measured here at which the compiled MLP (d768-h3072, bf16) "
+                              "beats eager on host time for every larger count.")
+    sections["Compile tax"] = compile_tax(df)
+    for title, text in sections.items():
+        if text:
+            md += ["", f"## {title}", "", text]
     for k, (title, png) in enumerate(plots.items()):
         name = f"plot-{k}.png"
         (output / name).write_bytes(base64.b64decode(png))
@@ -190,7 +231,9 @@ def write(results: Path, output: Path) -> list[Path]:
         "<!doctype html><meta charset='utf-8'><title>mlpbench report</title>"
         "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%}table{border-collapse:collapse;font-size:12px}"
         "td,th{border:1px solid #ccc;padding:2px 6px}</style>"
-        f"<h1>mlpbench report</h1><p>{html.escape(md[2])}</p>{body}<h2>All pytest-benchmark results</h2>{table}")
+        f"<h1>mlpbench report</h1><p>{html.escape(md[2])}</p>"
+        + "".join(f"<h2>{html.escape(t)}</h2><pre>{html.escape(x)}</pre>" for t, x in sections.items() if x)
+        + f"{body}<h2>All pytest-benchmark results</h2>{table}")
     return [output / "report.md", output / "report.html", output / "report.csv"]
 
 

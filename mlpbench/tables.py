@@ -37,7 +37,8 @@ def load_pytest_json(paths) -> pd.DataFrame:
                 "file": str(path), "machine": machine, "commit": commit,
                 **{k: info.get(k) for k in ("case", "op", "variant", "dtype", "shape_id", "tier", "device",
                                             "device_time_s", "flops", "bytes", "max_rel_err", "timing_method",
-                                            "peak_memory_bytes", "source")},
+                                            "peak_memory_bytes", "source", "kernels_per_call",
+                                            "kernel_times_s")},
                 "host_time_s": info.get("host_time_s", b["stats"]["median"]),
             })
     df = pd.DataFrame(rows)

@@ -39,3 +39,22 @@ def test_an_unreadable_file_is_skipped_with_a_warning_naming_it(tmp_path):
     text = " ".join(str(w.message) for w in seen)
     assert "broken.json" in text and "junk.json" in text
     assert set(df["source"]) == {"asv"}
+
+
+def test_kernel_breakdown_and_compile_tax_sections():
+    import pandas as pd
+
+    wide = pd.DataFrame([{"op": "mlp", "case": "mlp/eager/bf16/t8192-d768-h3072",
+                          "kernel_times_s": {"nvjet_gate": 60e-6, "nvjet_up": 60e-6, "nvjet_down": 55e-6,
+                                             "gelu": 30e-6, "mul": 30e-6}}])
+    text = report.kernel_breakdown(wide)
+    assert "| mlp/eager/bf16/t8192-d768-h3072 | nvjet_gate | 60.0 | 25% |" in text
+    df = pd.DataFrame([
+        {"source": "asv", "machine": "h200", "commit": "a", "date": 1, "op": "mlp", "variant": "compiled",
+         "dtype": "bf16", "shape_id": "t8192-d768-h3072", "metric": "track_cold_compile", "value": 12.5},
+        {"source": "asv", "machine": "h200", "commit": "a", "date": 1, "op": "mlp", "variant": "compiled-dynamic",
+         "dtype": "bf16", "shape_id": "d768-h3072", "metric": "track_total", "value": 30.0},
+    ])
+    tax = report.compile_tax(df)
+    assert "| mlp/compiled/bf16/t8192-d768-h3072 | h200 | cold compile | 12.50 s |" in tax
+    assert "ten changing shapes, total" in tax
