@@ -32,13 +32,15 @@ _OUTCOMES: dict[str, dict] = {}
 
 
 def pytest_runtest_logreport(report):
-    case = getattr(report, "case_id", None) or _case_of(report.nodeid)
+    case = _case_of(report.nodeid)
     if case is None or (report.when != "call" and report.outcome == "passed"):
         return
     if report.outcome == "skipped" and isinstance(report.longrepr, tuple):
         reason = report.longrepr[2].removeprefix("Skipped: ")
     elif report.outcome == "failed":
-        reason = report.longreprtext.strip().splitlines()[-1] if report.longreprtext else "failed"
+        # The exception's own message ("CorrectnessError: … relative error 0.36 > tolerance 1e-4").
+        crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+        reason = crash or (report.longreprtext.strip().splitlines() or ["failed"])[-1]
     else:
         reason = ""
     if case in _OUTCOMES and _OUTCOMES[case]["outcome"] == "failed":

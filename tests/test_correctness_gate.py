@@ -65,10 +65,14 @@ def _broken(variant, dynamic=False):
 workloads._gelu_mul_impl = _broken
 """)
     out = pytester.path / "bench.json"
+    outcomes = pytester.path / "outcomes.json"
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--tier=quick", "--op=gelu_mul", "--variant=eager", "--dtype=fp32",
-        f"--benchmark-json={out}",
+        f"--benchmark-json={out}", f"--outcomes={outcomes}",
     )
+    (entry,) = json.loads(outcomes.read_text())["outcomes"]
+    assert entry["outcome"] == "failed" and "CorrectnessError" in entry["reason"]
+    assert "relative error" in entry["reason"]
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CorrectnessError*relative error*"])
     # --benchmark-json opens its file when options are parsed; with nothing timed it stays empty.
