@@ -66,7 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
     asv.add_argument("--cases", default="", help="comma-separated patterns on case ids, e.g. 'mlp/*/bf16/*'")
     asv.add_argument("--machine", help="ASV machine name (default: the GPU model, e.g. h200)")
+    asv.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
+
+    nig = sub.add_parser("nightly", help="record this commit with ASV, publish the report, gate against the previous commit")
+    nig.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
+    nig.add_argument("--tier", help="default: standard on a GPU, quick on a CPU")
+    nig.add_argument("--cases", default="", help="comma-separated patterns on case ids")
+    nig.add_argument("--machine", help="ASV machine name (default: the GPU model)")
+    nig.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
+    nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
+    nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
     return p
 
 
@@ -127,10 +137,10 @@ def _asv(args) -> int:
             print(f"mlpbench: error: {exc}", file=sys.stderr)
             return 2
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.repo, capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        print(f"mlpbench: error: {ROOT} is not a git checkout; ASV records results under a commit hash",
+        print(f"mlpbench: error: {args.repo} is not a git checkout; ASV records results under a commit hash",
               file=sys.stderr)
         return 2
     entry = register(args.machine)
@@ -143,7 +153,19 @@ def _asv(args) -> int:
     cmd = [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
            "--machine", entry["machine"], "--launch-method", launch, *args.asv_args]
     print("mlpbench:", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    return subprocess.run(cmd, cwd=args.repo, env=env).returncode
+
+
+def _nightly(args) -> int:
+    from . import nightly
+
+    if args.tier:
+        try:
+            registry.select(args.tier)
+        except registry.SelectionError as exc:
+            print(f"mlpbench: error: {exc}", file=sys.stderr)
+            return 2
+    return nightly.run(args)
 
 
 def _run(args) -> int:
@@ -221,7 +243,7 @@ def _summarise(json_path: Path, outcomes_path: Path) -> None:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return {"run": _run, "asv": _asv, "check": _check, "report": _report}[args.command](args)
+    return {"run": _run, "asv": _asv, "check": _check, "report": _report, "nightly": _nightly}[args.command](args)
 
 
 if __name__ == "__main__":

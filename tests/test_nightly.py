@@ -1,0 +1,77 @@
+"""The nightly script end to end on a CPU: a temporary repository, two commits, one slowed on purpose."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = ("asv.conf.json", "benchmarks", "mlpbench", "conftest.py", "pyproject.toml", "pytest.ini", "kernels_local")
+CASE = "gelu_mul/eager/fp32/t333-h3000"
+# Appended to the repository's ASV benchmarks in the second commit: the eager GeLU·mul does its
+# work three times. ASV imports benchmarks/ from the measured checkout, so the change is measured.
+SLOWDOWN = '''
+from mlpbench import workloads as _w
+_impl = _w._gelu_mul_impl
+def _slow(variant, dynamic=False):
+    fn, src = _impl(variant, dynamic)
+    def three_times(g, u):
+        fn(g, u); fn(g, u)
+        return fn(g, u)
+    return three_times, src
+_w._gelu_mul_impl = _slow
+'''
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-c", "user.name=n", "-c", "user.email=n@n", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def _nightly(repo, home):
+    env = os.environ | {"HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "mlpbench.cli", "nightly", "--repo", str(repo), "--tier", "quick",
+         "--cases", CASE, "--machine", "cibox", "--threshold", "50", "--no-publish",
+         "--summary", str(repo / "summary.md")],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=900,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slow_second", [True, False], ids=["slowed", "unchanged"])
+def test_nightly_flags_the_slowed_commit_and_only_it(tmp_path, slow_second):
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    home.mkdir()
+    for name in FILES:
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "one")
+
+    first = _nightly(repo, home)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "First commit recorded" in (repo / "summary.md").read_text()
+
+    if slow_second:
+        with open(repo / "benchmarks" / "asv_cases.py", "a") as fh:
+            fh.write(SLOWDOWN)
+    else:
+        (repo / "NOTES").write_text("a commit that changes nothing measured\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "two")
+
+    second = _nightly(repo, home)
+    summary = (repo / "summary.md").read_text()
+    if slow_second:
+        assert second.returncode == 1, second.stdout[-3000:]
+        assert "### Regressions" in summary and CASE in summary.split("### Regressions")[1]
+    else:
+        assert second.returncode == 0, second.stdout[-3000:]
+        assert "0 regressed" in summary
+    assert "[nightly] record: done" in second.stdout
