@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--shape", action="append", help="repeatable; a shape id such as t8192-d768-h3072")
     run.add_argument("--results", type=Path, default=ROOT / "results" / "pytest",
                      help="folder for the JSON (a subfolder per machine is made)")
+    run.add_argument("--shards", default="auto",
+                     help="processes, one per GPU, each running every N-th case; 'auto' = the GPUs visible (1 on a CPU)")
     run.add_argument("--trace", type=Path, metavar="DIR",
                      help="also write one Chrome/Perfetto profiler trace per case into DIR (GPU only)")
     run.add_argument("pytest_args", nargs="*", help="passed to pytest after '--'")
@@ -216,16 +218,63 @@ def _run(args) -> int:
         argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
     if args.trace:
         argv.append(f"--trace-dir={args.trace}")
-    try:
-        rc = pytest.main(argv + list(args.pytest_args))
-    finally:
-        # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
-        if tmp_json.exists() and tmp_json.stat().st_size > 0:
-            publish(tmp_json, json_path)
-        else:
-            tmp_json.unlink(missing_ok=True)
+    n_shards = _shard_count(args.shards)
+    if n_shards is None:
+        return 2
+    if n_shards > 1:
+        rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, outcomes_path)
+    else:
+        try:
+            rc = pytest.main(argv + list(args.pytest_args))
+        finally:
+            # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
+            if tmp_json.exists() and tmp_json.stat().st_size > 0:
+                publish(tmp_json, json_path)
+            else:
+                tmp_json.unlink(missing_ok=True)
     _summarise(json_path, outcomes_path)
     return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
+
+
+def _shard_count(spec: str) -> int | None:
+    import torch
+
+    if spec == "auto":
+        return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+    if not spec.isdigit() or int(spec) < 1:
+        print(f"mlpbench: error: --shards {spec!r}: a positive number or 'auto'", file=sys.stderr)
+        return None
+    return int(spec)
+
+
+def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path) -> int:
+    """One pytest process per shard (and GPU), then one merged JSON and outcomes file."""
+    import subprocess
+
+    import torch
+
+    from . import shards
+    from .atomic import write_json
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    parts = [json_path.with_name(f".{json_path.stem}.shard{k}.json") for k in range(n)]
+    outs = [json_path.with_name(f".{json_path.stem}.shard{k}.outcomes.json") for k in range(n)]
+    procs = []
+    for k in range(n):
+        shard_argv = [a for a in argv if not a.startswith(("--benchmark-json=", "--outcomes=", "-v"))]
+        shard_argv += ["-q", f"--shard={k}/{n}", f"--benchmark-json={parts[k]}", f"--outcomes={outs[k]}"]
+        env = os.environ | ({"CUDA_VISIBLE_DEVICES": str(k % gpus)} if gpus else {})
+        print(f"mlpbench: shard {k}/{n} on {'GPU ' + str(k % gpus) if gpus else 'the CPU'}", flush=True)
+        procs.append(subprocess.Popen([sys.executable, "-m", "pytest", *shard_argv], env=env))
+    codes = [p.wait() for p in procs]
+    done = [p for p in parts if p.exists() and p.stat().st_size > 0]
+    if done:
+        write_json(json_path, shards.merge(done))
+    write_json(outcomes_path, shards.merge_outcomes(outs))
+    for p in parts + outs:
+        p.unlink(missing_ok=True)
+    failed = [c for c in codes if c not in (0, 5)]
+    return failed[0] if failed else 0
 
 
 def _summarise(json_path: Path, outcomes_path: Path) -> None:

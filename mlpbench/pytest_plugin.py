@@ -24,6 +24,8 @@ def pytest_addoption(parser):
     group.addoption("--shape", action="append", default=None, help="only this shape id (repeatable), e.g. t8192-d768-h3072")
     group.addoption("--trace-dir", type=Path, default=None,
                     help="write one Chrome/Perfetto trace per case (GPU), named by case id")
+    group.addoption("--shard", default=None, metavar="K/N",
+                    help="only every N-th selected case, starting at K (one process per GPU; see mlpbench.shards)")
     group.addoption("--outcomes", type=Path, default=None,
                     help="write every case's outcome and reason to this JSON file (atomically)")
 
@@ -70,15 +72,17 @@ def selected_tier(config) -> str:
 
 def selected_cases(config) -> list[registry.Case]:
     tier = selected_tier(config)
+    from mlpbench import shards
+
     try:
-        return registry.select(
+        return shards.pick(registry.select(
             tier,
             ops=config.getoption("--op"),
             variants=config.getoption("--variant"),
             dtypes=config.getoption("--dtype"),
             shapes=config.getoption("--shape"),
-        )
-    except registry.SelectionError as exc:
+        ), config.getoption("--shard"))
+    except (registry.SelectionError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
