@@ -126,18 +126,24 @@ def _report(args) -> int:
     return report.main(args.results, args.output)
 
 
+def _tier_ok(tier: str) -> bool:
+    """False, after saying why on stderr, when `tier` is not one of the registry's tiers."""
+    try:
+        registry.select(tier)
+    except registry.SelectionError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def _asv(args) -> int:
     import subprocess
 
     from .asv_machine import register
     from .runner import default_device
 
-    if args.tier:
-        try:
-            registry.select(args.tier)
-        except registry.SelectionError as exc:
-            print(f"mlpbench: error: {exc}", file=sys.stderr)
-            return 2
+    if args.tier and not _tier_ok(args.tier):
+        return 2
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.repo, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -161,12 +167,8 @@ def _asv(args) -> int:
 def _nightly(args) -> int:
     from . import nightly
 
-    if args.tier:
-        try:
-            registry.select(args.tier)
-        except registry.SelectionError as exc:
-            print(f"mlpbench: error: {exc}", file=sys.stderr)
-            return 2
+    if args.tier and not _tier_ok(args.tier):
+        return 2
     return nightly.run(args)
 
 
