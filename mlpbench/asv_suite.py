@@ -140,7 +140,8 @@ def host_class(op: str) -> type:
         # Each case runs in a process of its own, where compile caches are warm (setup_cache of the
         # Device class compiled it first), so a pool of compile workers started in every one of
         # them would cost more than the compile it serves. (Each time_host case took ~6 s on the
-        # H200; that pool's start is the suspected part of it, not yet measured.)
+        # H200, results/asv/h200/78787db7-*.json durations; that pool's start is the suspected
+        # part of it, not yet measured.)
         import torch._inductor.config
 
         torch._inductor.config.compile_threads = 1

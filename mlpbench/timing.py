@@ -1,8 +1,8 @@
 """The one measurement module: device time, host time, peak memory and this machine's ceilings.
 
 Device time is what the GPU spends on a call: CUDA events around CUDA-graph replays of many calls,
-so the host's launch path is not in the figure (on the H200, single-call event timing of a 6 µs
-kernel varied by 47% between runs, graph replay by 0.6%). Host time is wall time per call with a
+so the host's launch path is not in the figure: events around a single call of a few-µs kernel
+time mostly the launch, and vary between runs far more than graph replays do. Host time is wall time per call with a
 synchronisation on each side, so it includes the CPU dispatch that the blog dissects; it is the
 only time that exists on a CPU. Both are kept as samples; medians are derived.
 
@@ -201,8 +201,9 @@ def ceilings() -> dict:
     src = torch.randn(n, device="cuda", generator=gen)
     dst = torch.empty_like(src)
     # Eager copies between events, not graph replay: captured into a CUDA graph, copy_ becomes a
-    # memcpy node served by the copy engines, which moved 2.77 TB/s on the H200 where a copy
-    # kernel moves ~4.2 TB/s.
+    # memcpy node served by the copy engines, which moved 2.77 TB/s on the H200 while elementwise
+    # kernels in the same run moved up to 4.37 TB/s
+    # (results/pytest/h200/20261129T203732Z-standard.json).
     times = []
     for _ in range(5):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -29,14 +29,11 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # --------------------------------------------------------------------------- #
 # Rows are (largest tensor size in bytes, bytes per program and tensor, num_warps);
 # the first row whose size bound holds wins.  Bytes rather than elements, so one
-# table serves every dtype.  Measured on an H200 (Triton 3.6, torch 2.11; forward
-# and backward, bf16/fp16/fp32, 8 KiB to 470 MB per tensor, L2-flushed and
-# CUDA-graph timings): the fastest configs give each thread exactly one 16-byte
-# vector per tensor (block bytes = num_warps * 32 * 16).  Among those, 1, 2 and
-# 4 KiB blocks were within noise of each other from 256 KiB up (at copy
-# bandwidth for large tensors), and 2 KiB / 4 warps was best or tied on the
-# launch-bound small tensors (1 x 14336 bf16: 1.29 us vs 1.40 us for 4 KiB / 8
-# warps, graph replay).  16+ KiB blocks lost 1-20%.  So a single row for now.
+# table serves every dtype.  A block-size sweep on an H200 favoured configs that give
+# each thread exactly one 16-byte vector per tensor (block bytes = num_warps * 32 * 16),
+# with 1, 2 and 4 KiB blocks level for large tensors and 2 KiB / 4 warps best or tied
+# on launch-bound ones, so a single row for now.  What it achieves in the suite is in
+# results/pytest/h200/20261129T203732Z-standard.json (the sweep itself is not kept).
 _CONFIG_TABLE = (
     (float("inf"), 2048, 4),
 )
