@@ -122,7 +122,7 @@ def _replay_samples(graph: torch.cuda.CUDAGraph, replays: int) -> list[float]:
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     # Warm up for WARMUP_S: on the H200 the first 3-4 replays of a 2 ms graph ran up to 12% slower
-    # than the rest (results/pytest/h200/20261129T203732Z-standard.json, gelu_mul at 8192 × 14336),
+    # than the rest (results/archive/h200-timing-v1/20261129T203732Z-standard.json, gelu_mul at 8192 × 14336),
     # which widened every interval the gate computes.
     deadline = time.perf_counter() + WARMUP_S
     while time.perf_counter() < deadline:
@@ -203,7 +203,7 @@ def ceilings() -> dict:
     # Eager copies between events, not graph replay: captured into a CUDA graph, copy_ becomes a
     # memcpy node served by the copy engines, which moved 2.77 TB/s on the H200 while elementwise
     # kernels in the same run moved up to 4.37 TB/s
-    # (results/pytest/h200/20261129T203732Z-standard.json).
+    # (results/archive/h200-timing-v1/20261129T203732Z-standard.json).
     times = []
     for _ in range(5):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -33,7 +33,7 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # each thread exactly one 16-byte vector per tensor (block bytes = num_warps * 32 * 16),
 # with 1, 2 and 4 KiB blocks level for large tensors and 2 KiB / 4 warps best or tied
 # on launch-bound ones, so a single row for now.  What it achieves in the suite is in
-# results/pytest/h200/20261129T203732Z-standard.json (the sweep itself is not kept).
+# results/pytest/h200/20261129T224302Z-standard-1171.json (the sweep itself is not kept).
 _CONFIG_TABLE = (
     (float("inf"), 2048, 4),
 )
