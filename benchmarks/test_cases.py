@@ -42,4 +42,5 @@ def test_case(benchmark, case, request):
     benchmark.extra_info.update(runner.device_metrics(prepared))
     benchmark.extra_info.update(runner.structure(prepared, request.config.getoption("--trace-dir")))
     benchmark(prepared.workload.fn, *prepared.input_sets[0])
-    benchmark.extra_info["host_time_s"] = benchmark.stats.stats.median
+    if benchmark.stats is not None:  # None under --benchmark-disable: the call ran once, untimed
+        benchmark.extra_info["host_time_s"] = benchmark.stats.stats.median

@@ -52,14 +52,14 @@ def cases(op: str | None = None) -> list[registry.Case]:
 
 
 @functools.cache
-def _prepared(case_id: str) -> runner.Prepared:
+def _prepared(case_id: str, input_sets: int | None = None) -> runner.Prepared:
     case = registry.case_by_id(case_id)
     device = runner.default_device()
     reason = runner.skip_reason(case, device) or None
     if reason:
         raise NotImplementedError(reason)
     t0 = time.perf_counter()
-    p = runner.prepare(case, device)
+    p = runner.prepare(case, device, input_sets)
     # On stderr (asv run --show-stderr): where an ASV run's time goes, case by case.
     print(f"prepared {case_id} in {time.perf_counter() - t0:.2f} s", file=sys.stderr, flush=True)
     reason = runner.timing_skip_reason(case, device)
@@ -124,7 +124,7 @@ def device_class(op: str) -> type:
         return entry["kernels_per_call"]
 
     track_kernels_per_call.unit = "kernels"
-    return type(f"{_camel(op)}Device", (), {
+    return type(f"{camel(op)}Device", (), {
         "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
         "setup_cache": setup_cache, "setup": setup,
         "track_device_time": track_device_time, "track_peak_memory": track_peak_memory,
@@ -145,13 +145,15 @@ def host_class(op: str) -> type:
         import torch._inductor.config
 
         torch._inductor.config.compile_threads = 1
-        p = _prepared(case_id)  # cached per process: ASV re-runs setup before every sample
+        # Cached per process (ASV re-runs setup before every sample); one input set, since host
+        # time is per call of the same inputs and the rotation is for device time.
+        p = _prepared(case_id, 1)
         self.fn, self.inputs = p.workload.fn, p.input_sets[0]
 
     def time_host(self, case_id):
         self.fn(*self.inputs)
 
-    return type(f"{_camel(op)}Host", (), {
+    return type(f"{camel(op)}Host", (), {
         "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
         # One call per sample, timed with a synchronisation on each side; the float64 check in
         # setup already warmed up and compiled.
@@ -249,19 +251,48 @@ def sequence_class() -> type:
     })
 
 
-def _camel(op: str) -> str:
+def camel(op: str) -> str:
     return "".join(part.capitalize() for part in op.split("_"))
+
+
+def preload() -> None:
+    """Import what every case's process would otherwise import again, without touching the GPU.
+
+    On a GPU box ASV forks each benchmark's process from one server process that imported this
+    module (launch method forkserver), so modules imported here are already there in every child:
+    torch.compile's Dynamo and Inductor alone take seconds to import, and ASV starts one process per
+    case for host time. CUDA itself is initialised in the child only, which keeps the fork safe.
+    """
+    import importlib
+
+    for name in ("torch._dynamo", "torch._inductor.compile_fx", "kernels", "liger_kernel.ops.geglu",
+                 "liger_kernel.transformers.geglu"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # an optional package that is missing: its cases say so when they run
+    from . import sources
+
+    sources.ours()
+
+
+def compile_class_names() -> list[str]:
+    """The compile-time classes this selection has (they need no GPU to be listed)."""
+    return ((["CompileTime"] if _wanted(registry.compile_probe_cases(tier())) else [])
+            + (["ChangingShapes"] if sequence_ids() else []))
 
 
 def classes() -> dict[str, type]:
     """Every ASV benchmark class for this machine, by name."""
+    if runner.default_device() == "cuda":
+        preload()
     out = {}
     for op in registry.OPS:
         if not cases(op):
             continue
         if runner.default_device() == "cuda":
-            out[f"{_camel(op)}Device"] = device_class(op)
-        out[f"{_camel(op)}Host"] = host_class(op)
+            out[f"{camel(op)}Device"] = device_class(op)
+        out[f"{camel(op)}Host"] = host_class(op)
     if _wanted(registry.compile_probe_cases(tier())):
         out["CompileTime"] = compile_class()
     if sequence_ids():

@@ -18,6 +18,7 @@ import argparse
 import datetime as dt
 import os
 import sys
+import time
 from pathlib import Path
 
 from . import registry
@@ -52,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check", help="regression gate over ASV results: exit 1 on a significant slowdown")
     chk.add_argument("--results", type=Path, default=ROOT / "results" / "asv", help="ASV results folder")
+    chk.add_argument("--base-results", type=Path, metavar="DIR",
+                     help="read the base from this ASV results folder instead (an A/A run of one commit, another box)")
     chk.add_argument("--base", help="base revision (a prefix of a commit hash found in the results)")
     chk.add_argument("--head", help="head revision (a prefix of a commit hash found in the results)")
     chk.add_argument("--last", type=int, metavar="N", help="history mode: check each step over the last N commits")
@@ -109,7 +112,8 @@ def _check(args) -> int:
                 if not steps:
                     print(f"no regression over the last {args.last} commits")
                 return 1 if steps else 0
-            verdicts = gate.compare(points, args.base, args.head, args.machine, threshold)
+            base_points = gate.load(args.base_results) if args.base_results else None
+            verdicts = gate.compare(points, args.base, args.head, args.machine, threshold, base_points)
         except gate.GateInputError as exc:
             print(f"mlpbench: error: {exc}", file=sys.stderr)
             return 2
@@ -160,8 +164,41 @@ def _asv(args) -> int:
     launch = "forkserver" if default_device() == "cuda" else "spawn"
     cmd = [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
            "--machine", entry["machine"], "--launch-method", launch, *args.asv_args]
-    print("mlpbench:", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, cwd=args.repo, env=env).returncode
+    # One `asv run` per op (and one for compile time): ASV saves a commit's results when a run ends,
+    # so a run killed at 3 a.m. loses one op's results, not the night's. Each run adds to the same
+    # result file. A --bench of the user's own replaces the chunks.
+    user_bench = any(a in ("-b", "--bench") or a.startswith("--bench=") for a in args.asv_args)
+    chunks = [(None, "as asked")] if user_bench else _asv_chunks(env)
+    t0, failed = time.perf_counter(), []
+    for k, (regex, what) in enumerate(chunks, 1):
+        full = cmd + (["--bench", regex] if regex else [])
+        print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: {' '.join(full)}", flush=True)
+        t1 = time.perf_counter()
+        rc = subprocess.run(full, cwd=args.repo, env=env).returncode
+        print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: exit {rc} after {time.perf_counter() - t1:.0f} s", flush=True)
+        if rc:
+            failed.append(what)
+    print(f"mlpbench: asv finished in {time.perf_counter() - t0:.0f} s"
+          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
+    return 1 if failed else 0
+
+
+def _asv_chunks(env: dict) -> list[tuple[str, str]]:
+    """(--bench regex, description) per op that has cases in this selection, then compile time."""
+    saved = dict(os.environ)
+    os.environ.update(env)  # the tier and case patterns that asv_suite reads
+    try:
+        from . import asv_suite
+
+        ops = [op for op in registry.OPS if asv_suite.cases(op)]
+        compile_classes = [n for n in ("CompileTime", "ChangingShapes") if n in asv_suite.compile_class_names()]
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    chunks = [(rf"^asv_cases\.{asv_suite.camel(op)}(Device|Host)\.", op) for op in ops]
+    if compile_classes:
+        chunks.append((rf"^asv_cases\.({'|'.join(compile_classes)})\.", "compile time"))
+    return chunks
 
 
 def _nightly(args) -> int:

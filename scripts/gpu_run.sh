@@ -4,6 +4,12 @@
 #   run    the standard tier through pytest-benchmark (`mlpbench run`), one op group at a time
 #   asv    the standard tier through ASV for the last two commits, each from its own checkout,
 #          on one GPU so that `asv compare` compares like with like (MLPBENCH_CASES narrows it)
+#   nightly  `mlpbench nightly` for the checked-out commit (standard tier through ASV, publish, gate)
+#   aa     A/A: device time of the checked-out commit again, in a second ASV run kept in its own
+#          results folder, gated against the first (run `nightly` before it)
+#   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
+#          gated against the checked-out commit (run `nightly` before it)
+#   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
 # Logs and result files are copied to OUTDIR. Expects a Python with CUDA torch and mlpbench's
@@ -19,7 +25,12 @@ export PYTHONUNBUFFERED=1
 
 if ! git rev-parse -q HEAD >/dev/null 2>&1 && [ -f .asvrepo.bundle ]; then
     rm -rf .git && git init -q -b main . && git fetch -q .asvrepo.bundle main && git reset -q --soft FETCH_HEAD
+    git fetch -q .asvrepo.bundle 'refs/heads/demo/*:refs/heads/demo/*' 2>/dev/null
 fi
+head=$(git rev-parse HEAD)
+touch /tmp/gpu_run.start
+# Only files this run wrote go back: the device returns at most 8.
+new_pytest_results() { find results/pytest -name '*.json' -newer /tmp/gpu_run.start -exec cp {} "$out/" \; ; }
 
 for step in $steps; do
     echo "== $step $(date -u +%T)"
@@ -36,7 +47,7 @@ for step in $steps; do
                 > "$out/run-$(echo $ops | tr -d ' -' | cut -c1-30).log" 2>&1
             echo "run $ops rc=$?"
         done
-        cp results/pytest/*/*.json "$out/" 2>/dev/null ;;
+        new_pytest_results ;;
     asv)
         for rev in $(git rev-list --reverse -2 HEAD); do
             wt=/tmp/mlpbench-$rev
@@ -54,7 +65,39 @@ for step in $steps; do
         python3 -m pip install -q --no-deps --no-build-isolation -e "$root" >> "$out/asv.log" 2>&1
         tail -3 "$out/asv.log"
         tar czf "$out/asv-results.tgz" results/asv ;;
-    *) echo "unknown step $step (valid: tests run asv)"; exit 2 ;;
+    nightly)
+        /usr/bin/time -f "nightly wall %e s" python3 -m mlpbench.cli nightly --summary "$out/nightly-summary.md" \
+            > "$out/nightly.log" 2>&1
+        echo "nightly rc=$?"; tail -4 "$out/nightly.log" ;;
+    aa)
+        # Same commit, second run: its own checkout, so its own results folder (ASV keys results
+        # by commit, and a second run in the same folder would overwrite the first).
+        git worktree add -f -q /tmp/mlpbench-aa "$head" 2>/dev/null
+        for op in GeluMul GeluMulTrain Mlp Linear; do
+            python3 -m mlpbench.cli asv --repo /tmp/mlpbench-aa -- --record-samples --bench "^asv_cases\.${op}Device\." \
+                >> "$out/aa.log" 2>&1
+        done
+        mkdir -p results/asv-aa && cp -r /tmp/mlpbench-aa/results/asv/. results/asv-aa/
+        python3 -m mlpbench.cli check --results results/asv-aa --base-results results/asv --base "$head" --head "$head" \
+            >> "$out/aa.log" 2>&1
+        echo "aa check rc=$?"; grep "benchmarks compared" "$out/aa.log" | tail -1 ;;
+    slowdown)
+        slow=$(git rev-parse demo/slow-block)
+        git worktree add -f -q /tmp/mlpbench-slow "$slow" 2>/dev/null
+        python3 -m pip install -q --no-deps --no-build-isolation -e /tmp/mlpbench-slow >> "$out/slowdown.log" 2>&1
+        python3 -m mlpbench.cli asv --repo /tmp/mlpbench-slow --cases 'gelu_mul/*/bf16/*,gelu_mul/*/fp16/*' \
+            -- --record-samples --bench '^asv_cases\.GeluMulDevice\.' >> "$out/slowdown.log" 2>&1
+        python3 -m pip install -q --no-deps --no-build-isolation -e "$root" >> "$out/slowdown.log" 2>&1
+        mkdir -p results/asv-slowdown && cp -r /tmp/mlpbench-slow/results/asv/. results/asv-slowdown/
+        python3 -m mlpbench.cli check --results results/asv-slowdown --base-results results/asv --base "$head" \
+            --head "$slow" >> "$out/slowdown.log" 2>&1
+        echo "slowdown check rc=$? (1 expected: a regression)"; grep "benchmarks compared" "$out/slowdown.log" | tail -1 ;;
+    shards)
+        nvidia-smi -L
+        /usr/bin/time -f "wall %e s" python3 -m mlpbench.cli run --tier standard --shards auto > "$out/shards.log" 2>&1
+        echo "shards rc=$?"; tail -3 "$out/shards.log"
+        new_pytest_results ;;
+    *) echo "unknown step $step (valid: tests run asv nightly aa slowdown shards)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"

@@ -111,3 +111,16 @@ def test_plain_asv_run_builds_and_installs_each_commit(tmp_path):
     doc = json.loads(files[0].read_text())
     assert doc["requirements"] == {"torch": "2.13.0"}
     assert "asv_cases.GeluMulHost.time_host" in doc["results"]
+
+
+def test_mlpbench_asv_runs_one_asv_run_per_op_so_a_kill_loses_one_op():
+    from mlpbench import cli
+
+    chunks = cli._asv_chunks({"MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/*,linear/*"})
+    assert [what for _, what in chunks] == ["linear", "gelu_mul", "compile time"]  # registry.OPS order
+    regex = dict((what, rx) for rx, what in chunks)["gelu_mul"]
+    import re
+
+    assert re.search(regex, "asv_cases.GeluMulHost.time_host")
+    assert not re.search(regex, "asv_cases.GeluMulTrainHost.time_host")
+    assert "MLPBENCH_CASES" not in os.environ  # the selection was read, not left behind

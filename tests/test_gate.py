@@ -138,3 +138,45 @@ def test_detection_trials_find_planted_slowdowns_on_quiet_samples():
     rate = df.groupby("slowdown")["flagged"].mean()
     assert rate[0.0] == 0 and rate[0.05] == 1
     assert list(detection.summary(df).index) == ["≥ 20 µs"]
+
+
+def test_an_aa_run_of_one_commit_is_read_from_a_second_folder(results, tmp_path_factory):
+    """Two runs of the same commit share its hash, so the base run comes from its own folder."""
+    second = tmp_path_factory.mktemp("second-run")
+    _write(second, A, 1, [36.5e-6, 220e-6], seed=7)
+    proc = _check("--results", str(second), "--base-results", str(results), "--base", "aaaa", "--head", "aaaa")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 benchmarks compared: 0 regressed" in proc.stdout
+    _write(second, A, 1, [36.5e-6 * 1.05, 220e-6], seed=7)
+    proc = _check("--results", str(second), "--base-results", str(results), "--base", "aaaa", "--head", "aaaa")
+    assert proc.returncode == 1 and "gelu_mul/ours/bf16/t8192-h3072" in proc.stdout
+
+
+def test_compile_time_and_host_time_beside_device_time_are_reported_not_gated(tmp_path):
+    def point(name, value):
+        return gate.Point("h200", "x" * 40, 0, f"asv_cases.MlpHost.{name}", "'mlp/eager/bf16/t1-d768-h3072'",
+                          "v3", value, None)
+
+    host = gate.judge(point("time_host", 100e-6), point("time_host", 130e-6), gated=False)
+    assert host.verdict == "slower (not gated)"
+    compile_ = gate.judge(point("track_cold_compile", 10.0), point("track_cold_compile", 8.0))
+    assert compile_.verdict == "faster (not gated)"
+    md = gate.markdown([host, compile_])
+    assert "0 regressed" in md and "not gated" in md
+    peak = gate.judge(point("track_peak_memory", 1e9), point("track_peak_memory", 1.5e9))
+    assert peak.verdict == "regression"
+
+    # Through compare: host time of a case with device time is not gated; without it (a CPU), it is.
+    path = _write(tmp_path, A, 1, [36.5e-6, 220e-6], seed=1)
+    doc = json.loads(path.read_text())
+    doc["results"]["asv_cases.DeviceHost.time_host"] = [[1e-4, 1e-4], [CASES], "v2", 0, 1.0]
+    doc["results"]["asv_cases.CpuHost.time_host"] = [[1e-4], [["'linear/eager/fp32/t1024-i32-o64'"]], "v2", 0, 1.0]
+    path.write_text(json.dumps(doc))
+    _write(tmp_path, B, 2, [36.5e-6, 220e-6], seed=1)
+    doc["commit_hash"], doc["date"] = B, 2
+    for k in ("asv_cases.DeviceHost.time_host", "asv_cases.CpuHost.time_host"):
+        doc["results"][k][0] = [v * 1.3 for v in doc["results"][k][0]]
+    (tmp_path / "h200" / f"{B[:8]}-existing.json").write_text(json.dumps(doc))
+    verdicts = {(v.benchmark, v.param): v.verdict for v in gate.compare(gate.load(tmp_path), "a", "b")}
+    assert verdicts[("asv_cases.DeviceHost.time_host", CASES[0].strip("'"))] == "slower (not gated)"
+    assert verdicts[("asv_cases.CpuHost.time_host", "linear/eager/fp32/t1024-i32-o64")] == "regression"
