@@ -5,10 +5,10 @@
 #   asv    the standard tier through ASV for the last two commits, each from its own checkout,
 #          on one GPU so that `asv compare` compares like with like (MLPBENCH_CASES narrows it)
 #   nightly  `mlpbench nightly` for the checked-out commit (standard tier through ASV, publish, gate)
-#   aa     A/A: device time of the checked-out commit again, in a second ASV run kept in its own
-#          results folder, gated against the first (run `nightly` before it)
+#   aa     A/A: device time of the checked-out commit in two ASV runs, the second kept in its own
+#          results folder, gated against the first
 #   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
-#          gated against the checked-out commit (run `nightly` before it)
+#          gated against the checked-out commit (run `nightly` or `aa` before it)
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
@@ -23,7 +23,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PYTHONUNBUFFERED=1
 
-if ! git rev-parse -q HEAD >/dev/null 2>&1 && [ -f .asvrepo.bundle ]; then
+# A bundle, when there is one, is the history to use (a copied tree may carry a stale .git).
+if [ -f .asvrepo.bundle ]; then
     rm -rf .git && git init -q -b main . && git fetch -q .asvrepo.bundle main && git reset -q --soft FETCH_HEAD
     git fetch -q .asvrepo.bundle 'refs/heads/demo/*:refs/heads/demo/*' 2>/dev/null
 fi
@@ -70,12 +71,15 @@ for step in $steps; do
             > "$out/nightly.log" 2>&1
         echo "nightly rc=$?"; tail -4 "$out/nightly.log" ;;
     aa)
-        # Same commit, second run: its own checkout, so its own results folder (ASV keys results
-        # by commit, and a second run in the same folder would overwrite the first).
+        # Device time of the same commit in two ASV runs. The second runs in a checkout of its own,
+        # so its own results folder (ASV keys results by commit: a second run in the same folder
+        # would overwrite the first). AA_OPS narrows the classes (default: every op).
         git worktree add -f -q /tmp/mlpbench-aa "$head" 2>/dev/null
-        for op in GeluMul GeluMulTrain Mlp Linear; do
-            python3 -m mlpbench.cli asv --repo /tmp/mlpbench-aa -- --record-samples --bench "^asv_cases\.${op}Device\." \
-                >> "$out/aa.log" 2>&1
+        for op in ${AA_OPS:-GeluMul GeluMulTrain Mlp Linear}; do
+            for repo in "$root" /tmp/mlpbench-aa; do
+                python3 -m mlpbench.cli asv --repo "$repo" -- --record-samples --bench "^asv_cases\.${op}Device\." \
+                    >> "$out/aa.log" 2>&1
+            done
         done
         mkdir -p results/asv-aa && cp -r /tmp/mlpbench-aa/results/asv/. results/asv-aa/
         python3 -m mlpbench.cli check --results results/asv-aa --base-results results/asv --base "$head" --head "$head" \
