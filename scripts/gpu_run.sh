@@ -31,7 +31,7 @@ fi
 head=$(git rev-parse HEAD)
 touch /tmp/gpu_run.start
 # Only files this run wrote go back: the device returns at most 8.
-new_pytest_results() { find results/pytest -name '*.json' -newer /tmp/gpu_run.start -exec cp {} "$out/" \; ; }
+new_pytest_results() { find results/pytest -name '[!.]*.json' -newer /tmp/gpu_run.start -exec cp {} "$out/" \; ; }
 
 for step in $steps; do
     echo "== $step $(date -u +%T)"
