@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--last", type=int, metavar="N", help="history mode: check each step over the last N commits")
     chk.add_argument("--machine", help="only this ASV machine")
     chk.add_argument("--threshold", type=float, metavar="PCT",
-                     help="flag slowdowns above PCT percent (default: 3× each benchmark's noise, at least 2%%)")
+                     help="flag slowdowns above PCT percent (default: 3× each benchmark's noise, at least 2%%, 3%% for compiled cases)")
     chk.add_argument("--json", action="store_true", help="verdicts as JSON instead of markdown")
 
     rep = sub.add_parser("report", help="all results as one tidy table, markdown and a self-contained HTML page with plots")

@@ -180,3 +180,38 @@ def test_compile_time_and_host_time_beside_device_time_are_reported_not_gated(tm
     verdicts = {(v.benchmark, v.param): v.verdict for v in gate.compare(gate.load(tmp_path), "a", "b")}
     assert verdicts[("asv_cases.DeviceHost.time_host", CASES[0].strip("'"))] == "slower (not gated)"
     assert verdicts[("asv_cases.CpuHost.time_host", "linear/eager/fp32/t1024-i32-o64")] == "regression"
+
+
+def test_compiled_cases_have_the_higher_floor():
+    def point(case, value):
+        return gate.Point("h200", "x" * 40, 0, "asv_cases.GeluMulDevice.track_device_time", case, "v3", value,
+                          tuple(value * (1 + 1e-4 * k) for k in range(-5, 5)))
+
+    for variant, verdict in (("ours", "regression"), ("compiled", "unchanged")):
+        case = f"gelu_mul/{variant}/bf16/t8192-h14336"
+        v = gate.judge(point(case, 166e-6), point(case, 166e-6 * 1.025))
+        assert v.verdict == verdict, (variant, v)
+
+
+def test_between_run_trials_use_one_run_as_base_and_the_other_as_head():
+    from mlpbench import detection
+
+    rng = np.random.default_rng(1)
+    run1 = {"gelu_mul/ours/bf16/t8192-h3072": list(36.5e-6 * (1 + 0.001 * rng.standard_normal(20)))}
+    run2 = {"gelu_mul/ours/bf16/t8192-h3072": list(36.5e-6 * (1 + 0.001 * rng.standard_normal(20)))}
+    rate = detection.between_runs(run1, run2, n_trials=20, slowdowns=(0.0, 0.05)).groupby("slowdown")["flagged"].mean()
+    assert rate[0.0] == 0 and rate[0.05] == 1
+    shifted = {k: [x * 1.04 for x in v] for k, v in run2.items()}  # a real 4% step between the runs
+    assert detection.between_runs(run1, shifted, n_trials=20, slowdowns=(0.0,))["flagged"].all()
+
+
+def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernel():
+    """Real H200 runs: commit 66a83ba twice (results/asv, results/asv-aa), and the unmerged
+    demo/slow-block branch (results/asv-slowdown), whose kernel has a poor block size."""
+    base = gate.load(ROOT / "results" / "asv")
+    aa = gate.compare(gate.load(ROOT / "results" / "asv-aa"), "66a83ba", "66a83ba", base_points=base)
+    assert len(aa) == 180 and all(v.verdict == "unchanged" for v in aa)
+    slow = gate.compare(gate.load(ROOT / "results" / "asv-slowdown"), "66a83ba", "7b82bf3", base_points=base)
+    flagged = {v.param for v in slow if v.verdict == "regression"}
+    assert flagged and all("/ours/" in p for p in flagged)
+    assert all(v.verdict == "unchanged" for v in slow if "/ours/" not in v.param)
