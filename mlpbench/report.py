@@ -24,6 +24,12 @@ from . import gate, tables
 
 METRICS_FROM_PYTEST = ("device_time_s", "host_time_s", "peak_memory_bytes", "kernels_per_call")
 
+# A copy moves one byte read per byte written; GeLU·mul reads two tensors per one written, and on the
+# H200 it ran 2% above the copy kernel of the same run (results/pytest/h200/20261129T224302Z-*.json).
+# A ceiling exceeded by more than this margin was mis-measured (timing v1 recorded 2.77 TB/s, with
+# the copy inside a CUDA graph, where kernels reached 4.37 TB/s: results/archive/h200-timing-v1/).
+SUSPECT_MARGIN = 1.10
+
 
 def _split_case(case: str) -> dict:
     parts = case.split("/")
@@ -110,8 +116,8 @@ def roofline_plot(df: pd.DataFrame, ceilings: dict) -> str | None:
         copy = c.get("copy_bandwidth_Bps")
         if copy:
             achieved = (memory_bound["bytes"] / memory_bound["value"]).max()
-            # A ceiling below what kernels achieved was mis-measured; say so on the plot itself.
-            suspect = " — below achieved: suspect" if achieved > 1.02 * copy else ""
+            # A ceiling far below what kernels achieved was mis-measured; say so on the plot itself.
+            suspect = " — far below achieved: suspect" if achieved > SUSPECT_MARGIN * copy else ""
             mem.axhline(copy / 1e12, ls="--", color="grey", label=f"copy ceiling, {machine}{suspect}")
         for dt, ls in styles.items():
             rate = c.get(f"gemm_{dt}_flops")
@@ -199,8 +205,8 @@ def write(results: Path, output: Path) -> list[Path]:
     for machine, c in ceilings.items():
         if c:
             achieved = _best_bandwidth(df, machine)
-            suspect = (f" The copy ceiling is below the {achieved / 1e12:.2f} TB/s that kernels achieved: "
-                       "it was mis-measured." if achieved > 1.02 * c.get("copy_bandwidth_Bps", 0) else "")
+            suspect = (f" The copy ceiling is far below the {achieved / 1e12:.2f} TB/s that kernels achieved: "
+                       "it was mis-measured." if achieved > SUSPECT_MARGIN * c.get("copy_bandwidth_Bps", 0) else "")
             md.append(f"Ceilings on {machine}: copy {c.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s, "
                       f"bf16 GEMM {c.get('gemm_bf16_flops', 0) / 1e12:.0f} TFLOP/s ({c.get('method', '')}).{suspect}")
     wide_loaded = tables.load_pytest_json(sorted(p for p in (results / "pytest").rglob("*.json")
