@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     asv.add_argument("--cases", default="", help="comma-separated patterns on case ids, e.g. 'mlp/*/bf16/*'")
     asv.add_argument("--machine", help="ASV machine name (default: the GPU model, e.g. h200)")
     asv.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
+    asv.add_argument("--resume", action="store_true",
+                     help="skip the ops this commit already has results for (go on after a run that was stopped)")
     asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
 
     nig = sub.add_parser("nightly", help="record this commit with ASV, publish the report, gate against the previous commit")
@@ -82,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     nig.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
     nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
     nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
+    nig.add_argument("--resume", action="store_true", help="record only the ops this commit has no results for yet")
     return p
 
 
@@ -171,6 +174,10 @@ def _asv(args) -> int:
     chunks = [(None, "as asked")] if user_bench else _asv_chunks(env)
     t0, failed = time.perf_counter(), []
     for k, (regex, what) in enumerate(chunks, 1):
+        if args.resume and regex and _recorded(args.repo, entry["machine"], head, regex):
+            print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: already recorded for {head[:8]}, skipped (--resume)",
+                  flush=True)
+            continue
         full = cmd + (["--bench", regex] if regex else [])
         print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: {' '.join(full)}", flush=True)
         t1 = time.perf_counter()
@@ -181,6 +188,21 @@ def _asv(args) -> int:
     print(f"mlpbench: asv finished in {time.perf_counter() - t0:.0f} s"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0
+
+
+def _recorded(repo: Path, machine: str, commit: str, regex: str) -> bool:
+    """Whether the commit's ASV result file already holds a benchmark that `regex` selects."""
+    import json
+    import re
+
+    for path in (repo / "results" / "asv" / machine).glob(f"{commit[:8]}-*.json"):
+        try:
+            names = json.loads(path.read_text()).get("results", {})
+        except (OSError, ValueError):
+            continue  # unreadable: measure again
+        if any(re.search(regex, name) for name in names):
+            return True
+    return False
 
 
 def _asv_chunks(env: dict) -> list[tuple[str, str]]:

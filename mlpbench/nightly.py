@@ -46,6 +46,7 @@ def run(args) -> int:
     asv = [sys.executable, "-m", "mlpbench.cli", "asv", "--repo", str(repo), "--machine", machine]
     asv += [f"--tier={args.tier}"] if args.tier else []
     asv += [f"--cases={args.cases}"] if args.cases else []
+    asv += ["--resume"] if args.resume else []
     if not _step("record", asv + ["--", "--record-samples"], repo):
         failed.append("ASV run")
     if not args.no_publish and not _step("publish", [sys.executable, "-m", "asv", "publish"], repo):

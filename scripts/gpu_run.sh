@@ -67,8 +67,10 @@ for step in $steps; do
         tail -3 "$out/asv.log"
         tar czf "$out/asv-results.tgz" results/asv ;;
     nightly)
+        # NIGHTLY_ARGS=--resume goes on after a run that a time limit stopped.
+        # shellcheck disable=SC2086
         /usr/bin/time -f "nightly wall %e s" python3 -m mlpbench.cli nightly --summary "$out/nightly-summary.md" \
-            > "$out/nightly.log" 2>&1
+            ${NIGHTLY_ARGS:-} >> "$out/nightly.log" 2>&1
         echo "nightly rc=$?"; tail -4 "$out/nightly.log" ;;
     aa)
         # Device time of the same commit in two ASV runs. The second runs in a checkout of its own,

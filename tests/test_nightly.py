@@ -31,12 +31,12 @@ def _git(repo, *args):
                    capture_output=True)
 
 
-def _nightly(repo, home):
+def _nightly(repo, home, *extra):
     env = os.environ | {"HOME": str(home)}
     return subprocess.run(
         [sys.executable, "-m", "mlpbench.cli", "nightly", "--repo", str(repo), "--tier", "quick",
          "--cases", CASE, "--machine", "cibox", "--threshold", "50", "--no-publish",
-         "--summary", str(repo / "summary.md")],
+         "--summary", str(repo / "summary.md"), *extra],
         cwd=repo, env=env, capture_output=True, text=True, timeout=900,
     )
 
@@ -75,3 +75,8 @@ def test_nightly_flags_the_slowed_commit_and_only_it(tmp_path, slow_second):
         assert second.returncode == 0, second.stdout[-3000:]
         assert "0 regressed" in summary
     assert "[nightly] record: done" in second.stdout
+    if not slow_second:
+        # Going on after a stopped run: what this commit already has is not measured again.
+        again = _nightly(repo, home, "--resume")
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert "gelu_mul: already recorded" in again.stdout and "exit 0 after" not in again.stdout
