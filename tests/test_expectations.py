@@ -1,5 +1,7 @@
 """Launch-structure expectations: the matching logic on a CPU, the real thing on a GPU."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -9,6 +11,8 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="kernel lau
 
 H200_EAGER_MLP = ["nvjet_sm90_tst_128x256", "nvjet_sm90_tst_128x256", "vectorized_elementwise_kernel<gelu>",
                   "vectorized_elementwise_kernel<mul>", "nvjet_sm90_tst_256x128"]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_expectations_file_loads_and_names_known_ops_and_variants():
@@ -30,10 +34,24 @@ def test_a_lost_fusion_is_reported_with_expected_and_seen():
     assert any("fused" in p or "gelu" in p for p in problems)
 
 
-def test_decode_sizes_are_exempt_from_gemm_counts():
-    names = H200_EAGER_MLP + ["splitKreduce_kernel"]
+def test_split_k_kernels_are_counted_apart_but_a_sixth_kernel_is_not():
+    names = H200_EAGER_MLP + ["void cublasLt::splitKreduce_kernel<32, 16, int, float>"]
     assert profiling.check("mlp", "eager", {"t": 1}, names, 6) == []
-    assert profiling.check("mlp", "eager", {"t": 8192}, names, 6) != []
+    extra = H200_EAGER_MLP + ["void at::native::vectorized_elementwise_kernel<8, CopyFunctor>"]
+    problems = profiling.check("mlp", "eager", {"t": 1}, extra, 6)
+    assert problems and "expected 5 kernels per call" in problems[0] and "saw 6" in problems[0]
+
+
+def test_the_committed_h200_standard_tier_meets_the_expectations():
+    """Every GPU record of the committed standard tier, checked against expectations.toml."""
+    import json
+
+    records = [b["extra_info"] for path in sorted((ROOT / "results" / "pytest" / "h200").glob("*-standard-*[0-9].json"))
+               for b in json.loads(path.read_text())["benchmarks"]]
+    assert len(records) == 174 and all("kernels_per_call" in r for r in records)
+    problems = [p for r in records for p in profiling.check(r["op"], r["variant"], r["shape"], r["kernel_names"],
+                                                            r["kernels_per_call"])]
+    assert problems == []
 
 
 @needs_gpu
