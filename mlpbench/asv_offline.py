@@ -32,7 +32,6 @@ import http.client
 import io
 import os
 import re
-import shutil
 import sys
 import tarfile
 import tempfile

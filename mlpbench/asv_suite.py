@@ -42,9 +42,14 @@ def tier() -> str:
     return t
 
 
-def _wanted(selected: list[registry.Case]) -> list[registry.Case]:
+def _matches(case_id: str) -> bool:
+    """Whether MLPBENCH_CASES (comma-separated fnmatch patterns; empty: all) selects `case_id`."""
     patterns = [p for p in os.environ.get("MLPBENCH_CASES", "").split(",") if p]
-    return [c for c in selected if not patterns or any(fnmatch.fnmatch(c.id, p) for p in patterns)]
+    return not patterns or any(fnmatch.fnmatch(case_id, p) for p in patterns)
+
+
+def _wanted(selected: list[registry.Case]) -> list[registry.Case]:
+    return [c for c in selected if _matches(c.id)]
 
 
 def cases(op: str | None = None) -> list[registry.Case]:
@@ -68,23 +73,32 @@ def _prepared(case_id: str, input_sets: int | None = None) -> runner.Prepared:
     return p
 
 
-def measure_device(op: str) -> dict:
-    """Device samples and peak memory for every case of `op`; a case that cannot run maps to its reason."""
+def _each(ids: list[str], label: str, measure) -> dict:
+    """`measure(id)` for every id, as ASV's setup_cache returns it: a case that cannot run maps to
+    {"skip": reason} (it raised NotImplementedError), one that failed to {"error": ...}, and the
+    other cases still run. Progress goes to stderr (asv run --show-stderr)."""
     out = {}
-    selected = cases(op)
-    for k, case in enumerate(selected, 1):
-        print(f"[{k}/{len(selected)}] {case.id}", file=sys.stderr, flush=True)
+    for k, i in enumerate(ids, 1):
+        print(f"{label} [{k}/{len(ids)}] {i}", file=sys.stderr, flush=True)
         try:
-            p = _prepared(case.id)
-            out[case.id] = runner.device_metrics(p) | runner.structure(p) | {"max_rel_err": p.max_rel_err}
+            out[i] = measure(i)
         except NotImplementedError as exc:
-            out[case.id] = {"skip": str(exc)}
+            out[i] = {"skip": str(exc)}
         except Exception as exc:  # noqa: BLE001 - recorded per case; the other cases still run
-            out[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
+            out[i] = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             _prepared.cache_clear()  # free each case's GPU memory before the next
             runner.release_memory()
     return out
+
+
+def measure_device(op: str) -> dict:
+    """Device samples, peak memory and launch structure for every case of `op`."""
+    def measure(case_id):
+        p = _prepared(case_id)
+        return runner.device_metrics(p) | runner.structure(p) | {"max_rel_err": p.max_rel_err}
+
+    return _each([c.id for c in cases(op)], op, measure)
 
 
 def _from_cache(cache: dict, case_id: str) -> dict:
@@ -168,16 +182,13 @@ def compile_class() -> type:
     ids = [c.id for c in _wanted(registry.compile_probe_cases(tier()))]
 
     def setup_cache(self):
-        out = {}
-        for case_id in ids:
-            print(f"compile probe: {case_id}", file=sys.stderr, flush=True)
-            try:
-                out[case_id] = probe(case_id)
-                if case_id.startswith("mlp/"):  # dynamic shapes: for the MLP, the blog's trade-off
-                    out[case_id]["dynamic"] = probe(case_id, dynamic=True)
-            except Exception as exc:  # noqa: BLE001 - recorded; other probes still run
-                out[case_id] = {"error": f"{type(exc).__name__}: {exc}"}
-        return out
+        def measure(case_id):
+            out = probe(case_id)
+            if case_id.startswith("mlp/"):  # dynamic shapes: for the MLP, the blog's trade-off
+                out["dynamic"] = probe(case_id, dynamic=True)
+            return out
+
+        return _each(ids, "compile probe", measure)
 
     setup_cache.timeout = 3600
 
@@ -212,9 +223,7 @@ def sequence_ids() -> list[str]:
     if base is None:
         return []
     dims = "-".join(f"{k}{v}" for k, v in base.shape.dims if k != "t")
-    ids = [f"mlp/{v}/{base.dtype}/{dims}" for v in SEQUENCE_VARIANTS]
-    patterns = [p for p in os.environ.get("MLPBENCH_CASES", "").split(",") if p]
-    return [i for i in ids if not patterns or any(fnmatch.fnmatch(i, p) for p in patterns)]
+    return [i for i in (f"mlp/{v}/{base.dtype}/{dims}" for v in SEQUENCE_VARIANTS) if _matches(i)]
 
 
 def sequence_class() -> type:
@@ -223,20 +232,16 @@ def sequence_class() -> type:
     def setup_cache(self):
         (base,) = [c for c in registry.compile_probe_cases(tier()) if c.op == "mlp"]
         device = runner.default_device()
-        out = {}
-        for seq_id in ids:
+
+        def measure(seq_id):
             variant = seq_id.split("/")[1]
             case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{base.dtype}/{base.shape.id}")
             reason = runner.skip_reason(case, device) or runner.timing_skip_reason(case, device)
             if reason:
-                out[seq_id] = {"skip": reason}
-                continue
-            print(f"changing shapes: {seq_id}", file=sys.stderr, flush=True)
-            try:
-                out[seq_id] = probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
-            except Exception as exc:  # noqa: BLE001 - recorded; other variants still run
-                out[seq_id] = {"error": f"{type(exc).__name__}: {exc}"}
-        return out
+                raise NotImplementedError(reason)
+            return probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
+
+        return _each(ids, "changing shapes", measure)
 
     setup_cache.timeout = 3600
 

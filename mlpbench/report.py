@@ -78,8 +78,6 @@ def _png(fig) -> str:
 
 def speedup_plot(df: pd.DataFrame, op: str) -> str | None:
     """Bars: device-time speedup over eager for each shape × dtype, one bar per variant."""
-    import matplotlib.pyplot as plt
-
     d = df[(df["source"] == "pytest") & (df["op"] == op) & (df["metric"] == "device_time_s")]
     if d.empty:
         return None

@@ -2,34 +2,15 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from project_copy import git, project_repo
+
 from mlpbench import asv_machine, asv_suite, registry
 
-ROOT = Path(__file__).resolve().parent.parent
-PROJECT_FILES = ("asv.conf.json", "benchmarks", "mlpbench", "conftest.py", "pyproject.toml", "pytest.ini", "kernels_local")
-
-
-def _git(repo, *args):
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
-
-
-def _tiny_repo(tmp_path: Path) -> Path:
-    """A git repository holding this project's ASV files, one commit on main."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for name in PROJECT_FILES:
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
-    return repo
 
 
 def test_classes_follow_the_registry(monkeypatch):
@@ -63,7 +44,7 @@ def test_machine_entry_splits_series_on_the_stack(tmp_path):
 
 @pytest.mark.slow
 def test_asv_existing_environment_records_the_commit(tmp_path):
-    repo = _tiny_repo(tmp_path)
+    repo = project_repo(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     asv_machine.register("cibox", path=home / ".asv-machine.json")
@@ -93,10 +74,10 @@ def test_asv_existing_environment_records_the_commit(tmp_path):
                     reason="builds a virtualenv and installs torch, triton and the project's dependencies "
                            "(about 7 minutes); set MLPBENCH_TEST_ASV_VIRTUALENV=1 to run it")
 def test_plain_asv_run_builds_and_installs_each_commit(tmp_path):
-    repo = _tiny_repo(tmp_path)
+    repo = project_repo(tmp_path)
     (repo / "README.md").write_text("tiny\n")
-    _git(repo, "add", "README.md")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
+    git(repo, "add", "README.md")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
     home = tmp_path / "home"
     home.mkdir()
     asv_machine.register("cibox", path=home / ".asv-machine.json")
@@ -124,3 +105,18 @@ def test_mlpbench_asv_runs_one_asv_run_per_op_so_a_kill_loses_one_op():
     assert re.search(regex, "asv_cases.GeluMulHost.time_host")
     assert not re.search(regex, "asv_cases.GeluMulTrainHost.time_host")
     assert "MLPBENCH_CASES" not in os.environ  # the selection was read, not left behind
+
+
+def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
+    def measure(case_id):
+        if case_id == "skipped":
+            raise NotImplementedError("needs a GPU")
+        if case_id == "broken":
+            raise RuntimeError("compile error")
+        return {"value": 1.0}
+
+    out = asv_suite._each(["skipped", "broken", "fine"], "test", measure)
+    assert out == {"skipped": {"skip": "needs a GPU"}, "broken": {"error": "RuntimeError: compile error"},
+                   "fine": {"value": 1.0}}
+    with pytest.raises(NotImplementedError, match="needs a GPU"):
+        asv_suite._from_cache(out, "skipped")

@@ -1,15 +1,12 @@
 """The nightly script end to end on a CPU: a temporary repository, two commits, one slowed on purpose."""
 
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from project_copy import git, project_repo
 
-ROOT = Path(__file__).resolve().parent.parent
-FILES = ("asv.conf.json", "benchmarks", "mlpbench", "conftest.py", "pyproject.toml", "pytest.ini", "kernels_local")
 CASE = "gelu_mul/eager/fp32/t333-h3000"
 # Appended to the repository's ASV benchmarks in the second commit: the eager GeLU·mul does its
 # work three times. ASV imports benchmarks/ from the measured checkout, so the change is measured.
@@ -26,11 +23,6 @@ _w._gelu_mul_impl = _slow
 '''
 
 
-def _git(repo, *args):
-    subprocess.run(["git", "-c", "user.name=n", "-c", "user.email=n@n", *args], cwd=repo, check=True,
-                   capture_output=True)
-
-
 def _nightly(repo, home, *extra):
     env = os.environ | {"HOME": str(home)}
     return subprocess.run(
@@ -44,15 +36,8 @@ def _nightly(repo, home, *extra):
 @pytest.mark.slow
 @pytest.mark.parametrize("slow_second", [True, False], ids=["slowed", "unchanged"])
 def test_nightly_flags_the_slowed_commit_and_only_it(tmp_path, slow_second):
-    repo, home = tmp_path / "repo", tmp_path / "home"
-    repo.mkdir()
+    repo, home = project_repo(tmp_path), tmp_path / "home"
     home.mkdir()
-    for name in FILES:
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "one")
 
     first = _nightly(repo, home)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -63,8 +48,8 @@ def test_nightly_flags_the_slowed_commit_and_only_it(tmp_path, slow_second):
             fh.write(SLOWDOWN)
     else:
         (repo / "NOTES").write_text("a commit that changes nothing measured\n")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "two")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "two")
 
     second = _nightly(repo, home)
     summary = (repo / "summary.md").read_text()
