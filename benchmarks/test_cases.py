@@ -2,8 +2,8 @@
 
 Each case is checked against float64 before it is timed (a wrong result fails the test and is never
 timed), then its device time (CUDA-graph replay) and peak memory are measured by
-`mlpbench.timing`, then a profiler pass records the kernels each call launches (GPU only), then pytest-benchmark
-times host calls with a synchronising timer.
+`mlpbench.timing`, then host time of calls queued back to back (GPU only), then a profiler pass records the kernels
+each call launches (GPU only), then pytest-benchmark times host calls with a synchronising timer.
 """
 
 import pytest
@@ -40,6 +40,7 @@ def test_case(benchmark, case, request):
     if reason:
         pytest.skip(reason)
     benchmark.extra_info.update(runner.device_metrics(prepared))
+    benchmark.extra_info.update(runner.back_to_back_metrics(prepared))
     benchmark.extra_info.update(runner.structure(prepared, request.config.getoption("--trace-dir")))
     benchmark(prepared.workload.fn, *prepared.input_sets[0])
     if benchmark.stats is not None:  # None under --benchmark-disable: the call ran once, untimed

@@ -110,7 +110,7 @@ SHAPES: tuple[Shape, ...] = (
     *(
         _shape("mlp", "standard", f"token sweep at the blog's dims: {t} tokens (overhead crossover)",
                dtypes=("bf16",), t=t, d=768, h=3072)
-        for t in (1, 16, 64, 256, 1024, 4096)
+        for t in (1, 16, 64, 256, 1024, 2048, 4096, 16384)
     ),
     # --- gelu_mul: the [tokens, hidden] intermediates of the MLP shapes above
     _shape("gelu_mul", EVERY_TIER, "irregular: 333 × 3000, where both peers were slow on the H200",

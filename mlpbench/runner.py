@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -116,6 +117,18 @@ def device_metrics(p: Prepared) -> dict:
         "timing_method": f"device: {dev.method}; {host_method}",
         "peak_memory_bytes": timing.peak_memory_bytes(p.workload.fn, p.input_sets[0]),
     }
+
+
+def back_to_back_metrics(p: Prepared) -> dict:
+    """Host time per call with calls queued back to back (GPU only: on a CPU nothing overlaps, and
+    the synchronised host time already says it). Read by the report's overhead crossover."""
+    if p.device != "cuda":
+        return {}
+    samples = timing.back_to_back_host_times(p.workload.fn, p.input_sets)
+    return {"host_time_back_to_back_s": statistics.median(samples),
+            "host_time_back_to_back_samples_s": samples,
+            "host_time_back_to_back_method": "wall time of calls queued back to back, synchronised before "
+                                             "and after each round, / calls per round; one sample per round"}
 
 
 def trace_name(case: Case) -> str:

@@ -79,4 +79,4 @@ def test_compile_probes_are_compiled_cases_one_per_op():
 def test_token_sweep_for_the_overhead_crossover():
     sweep = {c.shape.as_dict()["t"] for c in registry.select("standard", ops=["mlp"], variants=["compiled"], dtypes=["bf16"])
              if c.shape.id.endswith("d768-h3072")}
-    assert {1, 16, 64, 256, 1024, 4096, 8192} <= sweep
+    assert {1, 16, 64, 256, 1024, 2048, 4096, 8192, 16384} <= sweep

@@ -8,19 +8,21 @@ from mlpbench import timing
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="device time needs a CUDA GPU")
 
 
-def test_host_times_are_per_call_samples():
-    x = torch.randn(256, 256)
-    samples = timing.host_times(torch.mm, (x, x), rounds=12, max_s=5)
-    assert len(samples) == 12
-    assert all(s > 0 for s in samples)
+def test_back_to_back_host_times_are_per_call_samples_over_rotating_inputs():
+    seen = []
+    samples = timing.back_to_back_host_times(lambda x: seen.append(x), [(0,), (1,), (2,)], rounds=4, max_calls=30)
+    assert len(samples) == 4 and all(s > 0 for s in samples)
+    # one sizing call, then 4 rounds of the same number of calls, cycling through the input sets
+    per_round = (len(seen) - 1) // 4
+    assert 10 <= per_round <= 30 and len(seen) == 1 + 4 * per_round
+    assert seen[1:4] == [0, 1, 2]
 
 
-def test_host_times_stop_at_max_s_after_five_samples():
+def test_back_to_back_host_time_is_the_time_per_call():
     import time
 
-    samples = timing.host_times(lambda: time.sleep(0.02), (), rounds=1000, max_s=0.05)
-    assert 5 <= len(samples) < 20
-    assert statistics.median(samples) >= 0.02
+    samples = timing.back_to_back_host_times(lambda: time.sleep(0.002), [()], rounds=3, round_s=0.03)
+    assert 0.002 <= statistics.median(samples) < 0.004
 
 
 def test_input_sets_cover_twice_the_l2(monkeypatch):
@@ -72,3 +74,13 @@ def test_ceilings_are_measured_once_and_plausible():
     assert 1e12 < c["copy_bandwidth_Bps"] < 1e13
     assert c["gemm_bf16_flops"] > c["gemm_fp32_flops"]
     assert timing.ceilings() is c
+
+
+@needs_gpu
+def test_back_to_back_host_time_of_a_gpu_bound_call_is_its_device_time():
+    # A 4096³ bf16 GEMM runs ~0.1 ms on an H200, far longer than its launch: queued back to back,
+    # the host waits on the GPU, so the two figures agree.
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    dev = timing.device_time(torch.mm, [(a, a)]).median_s
+    host = statistics.median(timing.back_to_back_host_times(torch.mm, [(a, a)]))
+    assert 0.9 < host / dev < 1.25
