@@ -120,3 +120,20 @@ def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
                    "fine": {"value": 1.0}}
     with pytest.raises(NotImplementedError, match="needs a GPU"):
         asv_suite._from_cache(out, "skipped")
+
+
+def test_compile_time_skips_the_dynamic_recompile_where_only_static_was_probed(monkeypatch):
+    # The probe's own result carries "dynamic": False; the MLP's dynamic probe must not be read from it
+    # (it was, and three CompileTime cases failed on the H200: results/logs/h200-20261130-nightly/nightly-2-resume.log).
+    monkeypatch.setattr(asv_suite, "probe", lambda case_id, dynamic=False: {
+        "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "dynamic": dynamic})
+    cls = asv_suite.compile_class()
+    ids = cls.params[0]
+    mlp = next(i for i in ids if i.startswith("mlp/"))
+    other = next(i for i in ids if not i.startswith("mlp/"))
+    bench = cls()
+    cache = bench.setup_cache()
+    assert bench.track_recompile_new_shape(cache, other) == 0.5
+    assert bench.track_recompile_new_shape_dynamic(cache, mlp) == 0.01
+    with pytest.raises(NotImplementedError, match="MLP only"):
+        bench.track_recompile_new_shape_dynamic(cache, other)
