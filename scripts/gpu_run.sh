@@ -22,6 +22,9 @@ mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PYTHONUNBUFFERED=1
+# A box with no network publishes with the report's assets carried in (python -m mlpbench.asv_offline
+# fetch, elsewhere, then copy ~/.cache/mlpbench/asv-assets to .asv-assets).
+[ -d .asv-assets ] && export MLPBENCH_ASV_ASSETS=$root/.asv-assets
 
 # A bundle, when there is one, is the history to use (a copied tree may carry a stale .git).
 if [ -f .asvrepo.bundle ]; then
