@@ -27,6 +27,10 @@ class Profile:
     kernel_names: list[str]  # one call's compute kernels, in launch order
     memsets_per_call: float
     kernel_times_s: dict[str, float]  # device seconds per call, by kernel name
+    # Device seconds per call of each kernel in launch order, aligned with kernel_names: the MLP's
+    # gate and up GEMMs often share a kernel name, and by name their times would be one figure.
+    # None when the calls did not all launch the same sequence.
+    kernel_times_in_order_s: list[float] | None
     profiled_host_time_per_call_s: float  # wall time per call under the profiler (inflated by it)
 
     def as_extra(self) -> dict:
@@ -56,16 +60,21 @@ def profile_call(fn, inputs: tuple, *, calls: int = 5, trace_path: Path | None =
     device = sorted((e for e in prof.events() if e.device_type == DeviceType.CUDA),
                     key=lambda e: e.time_range.start)
     compute, memsets, _ = _split([e.name for e in device])
+    events = [e for e in device if e.name in compute]
     times: dict[str, float] = {}
-    for e in device:
-        if e.name in compute:
-            times[e.name] = times.get(e.name, 0.0) + e.device_time_total * 1e-6 / calls
+    for e in events:
+        times[e.name] = times.get(e.name, 0.0) + e.device_time_total * 1e-6 / calls
     per_call = len(compute) / calls
+    n = round(per_call)
+    in_order = None
+    if n and len(compute) == n * calls and all(compute[k] == compute[k % n] for k in range(len(compute))):
+        in_order = [sum(e.device_time_total for e in events[i::n]) * 1e-6 / calls for i in range(n)]
     return Profile(
         kernels_per_call=per_call,
-        kernel_names=compute[: round(per_call)],
+        kernel_names=compute[:n],
         memsets_per_call=memsets / calls,
         kernel_times_s=times,
+        kernel_times_in_order_s=in_order,
         profiled_host_time_per_call_s=wall / calls,
     )
 

@@ -162,7 +162,16 @@ def kernel_breakdown(wide: pd.DataFrame) -> str:
     if "kernel_times_s" not in wide or wide["kernel_times_s"].isna().all():
         return ""
     rows = []
-    for r in wide[(wide["op"] == "mlp") & wide["kernel_times_s"].notna()].itertuples():
+    mlp = wide[(wide["op"] == "mlp") & wide["kernel_times_s"].notna()]
+    if "kernel_times_in_order_s" in mlp and mlp["kernel_times_in_order_s"].notna().any():
+        # the newest records, which give each launch its own figure (gate and up GEMMs apart)
+        mlp = mlp[mlp["kernel_times_in_order_s"].notna()].drop_duplicates("case", keep="last")
+        for r in mlp.itertuples():
+            total = sum(r.kernel_times_in_order_s) or 1.0
+            for k, (name, t) in enumerate(zip(r.kernel_names, r.kernel_times_in_order_s), 1):
+                rows.append([r.case, f"{k}. {name[:60]}", f"{t * 1e6:,.1f}", f"{t / total:.0%}"])
+        return tables.markdown(["case", "kernel, in launch order", "µs per call", "share"], rows)
+    for r in mlp.drop_duplicates("case", keep="last").itertuples():
         total = sum(r.kernel_times_s.values()) or 1.0
         for name, t in sorted(r.kernel_times_s.items(), key=lambda kv: -kv[1]):
             rows.append([r.case, name[:60], f"{t * 1e6:,.1f}", f"{t / total:.0%}"])

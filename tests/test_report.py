@@ -49,6 +49,11 @@ def test_kernel_breakdown_and_compile_tax_sections():
                                              "gelu": 30e-6, "mul": 30e-6}}])
     text = report.kernel_breakdown(wide)
     assert "| mlp/eager/bf16/t8192-d768-h3072 | nvjet_gate | 60.0 | 26% |" in text
+    # records with times in launch order give gate and up their own rows even under one kernel name
+    wide["kernel_names"] = [["nvjet_a", "nvjet_a", "gelu", "mul", "nvjet_b"]]
+    wide["kernel_times_in_order_s"] = [[60e-6, 61e-6, 30e-6, 30e-6, 55e-6]]
+    text = report.kernel_breakdown(wide)
+    assert "| 1. nvjet_a | 60.0 |" in text and "| 2. nvjet_a | 61.0 |" in text and "| 5. nvjet_b | 55.0 |" in text
     df = pd.DataFrame([
         {"source": "asv", "machine": "h200", "commit": "a", "date": 1, "op": "mlp", "variant": "compiled",
          "dtype": "bf16", "shape_id": "t8192-d768-h3072", "metric": "track_cold_compile", "value": 12.5},
