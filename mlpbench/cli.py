@@ -213,7 +213,7 @@ def _asv_chunks(env: dict) -> list[tuple[str, str]]:
         from . import asv_suite
 
         ops = [op for op in registry.OPS if asv_suite.cases(op)]
-        compile_classes = [n for n in ("CompileTime", "ChangingShapes") if n in asv_suite.compile_class_names()]
+        compile_classes = asv_suite.compile_class_names()
     finally:
         os.environ.clear()
         os.environ.update(saved)
