@@ -180,7 +180,7 @@ def host_class(op: str) -> type:
 
 def _skip_in_setup(self, cache, case_id):
     # ASV skips a case only when setup raises NotImplementedError; raised from a benchmark's body it
-    # counts as a failure (seen on the H200: results/logs/h200-20261130-nightly/compile-dynamic-fix.log).
+    # counts as a failure (seen on the H200: results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
     _from_cache(cache, case_id)
 
 

@@ -200,6 +200,12 @@ def overhead_section(df) -> str:
     verdict = (f"The compiled MLP (d768-h3072, bf16) beats eager on {metric} from {crossover} tokens up."
                if crossover else f"No token count measured here from which the compiled MLP (d768-h3072, bf16) "
                                  f"beats eager on {metric} at every larger count.")
+    sweep = tables.crossover_sweep(df, "d768-h3072", "bf16")
+    if "file" in sweep and not sweep.empty:
+        verdict += " From " + ", ".join(f"`{os.path.relpath(f)}`" for f in sorted(set(sweep["file"]))) + "."
+    verdict += (" Back to back, a call costs the larger of its CPU dispatch and its device time: compiling "
+                "saves device time but dispatches more slowly, so it pays once eager's device time outgrows "
+                "the compiled module's dispatch.")
     table = tables.overhead_table(df)
     return verdict + ("\n\n" + table if table else "")
 

@@ -125,7 +125,7 @@ def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
 def test_dynamic_recompile_is_a_class_of_mlp_cases_and_skips_happen_in_setup(monkeypatch):
     # Probed with dynamic=True for the MLP only: a class of its own, so no case needs skipping (raised
     # from a benchmark's body, NotImplementedError is a failure to ASV, not a skip:
-    # results/logs/h200-20261130-nightly/compile-dynamic-fix.log).
+    # results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
     monkeypatch.setattr(asv_suite, "probe", lambda case_id, dynamic=False: {
         "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "dynamic": dynamic})
     static, dynamic = asv_suite.compile_class(), asv_suite.compile_dynamic_class()
