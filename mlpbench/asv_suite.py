@@ -28,6 +28,7 @@ import functools
 import os
 import sys
 import time
+import types
 
 from . import registry, runner, timing
 from .compile_probe import probe
@@ -110,6 +111,20 @@ def _from_cache(cache: dict, case_id: str) -> dict:
     return entry
 
 
+def _own_cache_key(setup_cache, owner: str):
+    """Give a generated class's setup_cache a cache key of its own.
+
+    ASV keys a setup_cache result by its function's module and first line, and hands one result to
+    every class with that key. Functions made by one factory share the line, so in a single `asv run`
+    every op's Device class would read the first op's cache (the compile classes did, in a CPU run:
+    KeyError on every other class's case ids). Each function gets a module name of its own instead.
+    """
+    name = f"{__name__}.{owner}"
+    sys.modules.setdefault(name, types.ModuleType(name))
+    setup_cache.__module__ = name
+    return setup_cache
+
+
 def device_class(op: str) -> type:
     ids = [c.id for c in cases(op)]
 
@@ -140,7 +155,7 @@ def device_class(op: str) -> type:
     track_kernels_per_call.unit = "kernels"
     return type(f"{camel(op)}Device", (), {
         "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
-        "setup_cache": setup_cache, "setup": setup,
+        "setup_cache": _own_cache_key(setup_cache, f"{camel(op)}Device"), "setup": setup,
         "track_device_time": track_device_time, "track_peak_memory": track_peak_memory,
         "track_kernels_per_call": track_kernels_per_call,
         "__doc__": f"Device time and peak memory of {op}: {registry.OPS[op]['what']}.",
@@ -184,27 +199,37 @@ def _skip_in_setup(self, cache, case_id):
     _from_cache(cache, case_id)
 
 
-def compile_class() -> type:
-    ids = [c.id for c in _wanted(registry.compile_probe_cases(tier()))]
-
+def _probe_class(name: str, ids: list[str], label: str, measure, tracks: dict[str, str], doc: str,
+                 param_name: str = "case") -> type:
+    """An ASV class whose one setup_cache runs `measure` per id (each probe starts fresh processes of
+    its own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result."""
     def setup_cache(self):
-        return _each(ids, "compile probe", probe)
+        return _each(ids, label, measure)
 
     setup_cache.timeout = 3600
 
-    def track_cold_compile(self, cache, case_id):
-        return _from_cache(cache, case_id)["cold_compile_s"]
+    def reader(key):
+        def track(self, cache, case_id):
+            return _from_cache(cache, case_id)[key]
 
-    def track_recompile_new_shape(self, cache, case_id):
-        return _from_cache(cache, case_id)["recompile_s"]
+        track.unit = "seconds"
+        return track
 
-    track_cold_compile.unit = track_recompile_new_shape.unit = "seconds"
-    return type("CompileTime", (), {
-        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 3600,
-        "setup_cache": setup_cache, "setup": _skip_in_setup,
-        "track_cold_compile": track_cold_compile, "track_recompile_new_shape": track_recompile_new_shape,
-        "__doc__": "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count.",
+    body = {}
+    for bench, key in tracks.items():
+        body[bench] = reader(key)
+        body[bench].__name__ = body[bench].__qualname__ = bench
+    return type(name, (), {
+        "params": [ids], "param_names": [param_name], "version": VERSION, "timeout": 3600,
+        "setup_cache": _own_cache_key(setup_cache, name), "setup": _skip_in_setup, **body, "__doc__": doc,
     })
+
+
+def compile_class() -> type:
+    return _probe_class(
+        "CompileTime", [c.id for c in _wanted(registry.compile_probe_cases(tier()))], "compile probe", probe,
+        {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
+        "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count.")
 
 
 def dynamic_ids() -> list[str]:
@@ -213,23 +238,10 @@ def dynamic_ids() -> list[str]:
 
 
 def compile_dynamic_class() -> type:
-    ids = dynamic_ids()
-
-    def setup_cache(self):
-        return _each(ids, "compile probe, dynamic=True", lambda case_id: probe(case_id, dynamic=True))
-
-    setup_cache.timeout = 3600
-
-    def track_recompile_new_shape_dynamic(self, cache, case_id):
-        return _from_cache(cache, case_id)["recompile_s"]
-
-    track_recompile_new_shape_dynamic.unit = "seconds"
-    return type("CompileTimeDynamic", (), {
-        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 3600,
-        "setup_cache": setup_cache, "setup": _skip_in_setup,
-        "track_recompile_new_shape_dynamic": track_recompile_new_shape_dynamic,
-        "__doc__": "torch.compile(dynamic=True): recompile for a new token count (the MLP only).",
-    })
+    return _probe_class(
+        "CompileTimeDynamic", dynamic_ids(), "compile probe, dynamic=True",
+        lambda case_id: probe(case_id, dynamic=True), {"track_recompile_new_shape_dynamic": "recompile_s"},
+        "torch.compile(dynamic=True): recompile for a new token count (the MLP only).")
 
 
 SEQUENCE_VARIANTS = ("compiled", "compiled-dynamic", "liger", "ours")
@@ -245,33 +257,20 @@ def sequence_ids() -> list[str]:
 
 
 def sequence_class() -> type:
-    ids = sequence_ids()
-
-    def setup_cache(self):
+    def measure(seq_id):
         (base,) = [c for c in registry.compile_probe_cases(tier()) if c.op == "mlp"]
+        variant = seq_id.split("/")[1]
+        case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{base.dtype}/{base.shape.id}")
         device = runner.default_device()
+        reason = runner.skip_reason(case, device) or runner.timing_skip_reason(case, device)
+        if reason:
+            raise NotImplementedError(reason)
+        return probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
 
-        def measure(seq_id):
-            variant = seq_id.split("/")[1]
-            case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{base.dtype}/{base.shape.id}")
-            reason = runner.skip_reason(case, device) or runner.timing_skip_reason(case, device)
-            if reason:
-                raise NotImplementedError(reason)
-            return probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
-
-        return _each(ids, "changing shapes", measure)
-
-    setup_cache.timeout = 3600
-
-    def track_total(self, cache, seq_id):
-        return _from_cache(cache, seq_id)["total_s"]
-
-    track_total.unit = "seconds"
-    return type("ChangingShapes", (), {
-        "params": [ids], "param_names": ["sequence"], "version": VERSION, "timeout": 3600,
-        "setup_cache": setup_cache, "setup": _skip_in_setup, "track_total": track_total,
-        "__doc__": "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
-    })
+    return _probe_class(
+        "ChangingShapes", sequence_ids(), "changing shapes", measure, {"track_total": "total_s"},
+        "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
+        param_name="sequence")
 
 
 def camel(op: str) -> str:

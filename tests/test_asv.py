@@ -137,3 +137,16 @@ def test_dynamic_recompile_is_a_class_of_mlp_cases_and_skips_happen_in_setup(mon
     for cls in (static, dynamic, asv_suite.sequence_class()):
         with pytest.raises(NotImplementedError, match="needs a GPU"):
             cls.setup(cls(), {"x": {"skip": "needs a GPU"}}, "x")
+
+
+def test_every_generated_class_has_a_setup_cache_of_its_own(monkeypatch):
+    # ASV hands one setup_cache result to every class whose setup_cache has the same key (module and
+    # line): generated classes share a line, and a shared key fed one class's cache to the others.
+    from asv_runner.benchmarks._base import get_setup_cache_key
+
+    monkeypatch.setenv("MLPBENCH_TIER", "quick")
+    monkeypatch.delenv("MLPBENCH_CASES", raising=False)
+    made = [asv_suite.device_class(op) for op in registry.OPS] + [
+        asv_suite.compile_class(), asv_suite.compile_dynamic_class(), asv_suite.sequence_class()]
+    keys = [get_setup_cache_key(cls.setup_cache) for cls in made]
+    assert len(set(keys)) == len(made), keys
