@@ -195,12 +195,12 @@ def compile_tax(df: pd.DataFrame) -> str:
 def overhead_section(df) -> str:
     """Where the compiled MLP starts to beat eager on host time, with the sweep behind the verdict."""
     crossover = tables.overhead_crossover(df)
+    sweep = tables.crossover_sweep(df, "d768-h3072", "bf16")
     metric = {"host_time_back_to_back_s": "host time per call with calls queued back to back",
-              "host_time_s": "host time of one synchronised call"}[tables.crossover_metric(tables.crossover_sweep(df, "d768-h3072", "bf16"))]
+              "host_time_s": "host time of one synchronised call"}[tables.crossover_metric(sweep)]
     verdict = (f"The compiled MLP (d768-h3072, bf16) beats eager on {metric} from {crossover} tokens up."
                if crossover else f"No token count measured here from which the compiled MLP (d768-h3072, bf16) "
                                  f"beats eager on {metric} at every larger count.")
-    sweep = tables.crossover_sweep(df, "d768-h3072", "bf16")
     if "file" in sweep and not sweep.empty:
         verdict += " From " + ", ".join(f"`{os.path.relpath(f)}`" for f in sorted(set(sweep["file"]))) + "."
     verdict += (" Back to back, a call costs the larger of its CPU dispatch and its device time: compiling "

@@ -22,7 +22,7 @@ def test_back_to_back_host_time_is_the_time_per_call():
     import time
 
     samples = timing.back_to_back_host_times(lambda: time.sleep(0.002), [()], rounds=3, round_s=0.03)
-    assert 0.002 <= statistics.median(samples) < 0.004
+    assert 0.002 <= statistics.median(samples) < 0.01  # slack for a loaded box; a round not divided by its calls would give >= 0.02
 
 
 def test_input_sets_cover_twice_the_l2(monkeypatch):
