@@ -1,31 +1,37 @@
-"""ASV benchmark classes generated from the registry (benchmarks/asv_cases.py assigns them).
+"""ASV's view of the suite: the same benchmark classes and parameters on every machine.
 
-Per op, two classes, each parametrised by the stable case ids:
+The benchmarks come in three families, one module each under benchmarks/, so that ASV's own
+`--bench` picks a tier: `quick` (CPU-sized shapes), `standard` (the nightly set: GPU-sized shapes
+and the small shapes every tier shares) and `large` (the shapes only the full tier adds). The full
+tier is all three.
 
-- `<Op>Device` (GPU only): `track_device_time` returns the CUDA-graph-replay samples as
-  {"samples": [...], "number": 1}, so ASV keeps them, computes confidence intervals and applies its
-  significance test in `asv compare`; `track_peak_memory` in bytes; `track_kernels_per_call`
-  (compute kernels one call launches, from a profiler pass), so a lost fusion shows as a step. One `setup_cache` measures
-  every case of the op once, because building a case (and compiling it) costs far more than
-  measuring it and ASV runs each benchmark in its own process.
-- `<Op>Host`: `time_host`, one synchronised call timed by ASV with `timing.sync_perf_counter`.
+Per family and op, two classes whose parameters are the axes variant × dtype × shape, so ASV's
+report offers each axis as a selector and draws one line per chosen combination:
 
-`CompileTime` runs `compile_probe` for the compiled cases that stand for each op (cold compile,
-recompile for a new token count), `CompileTimeDynamic` the MLP's with dynamic=True;
-`ChangingShapes` times the MLP over ten token counts in a row, compilation included, for compiled
-(static and dynamic), Liger and ours: the blog's closing trade-off.
+- `<Op>Device`: `track_device_time` (CUDA-graph-replay samples, returned as {"samples", "number"} so
+  ASV computes confidence intervals and `asv compare` tests significance), `track_peak_memory`
+  (bytes) and `track_kernels_per_call` (compute kernels one call launches, from a profiler pass);
+- `<Op>Host`: `track_host_time`, samples of single calls with a synchronisation on each side.
 
-Cases that cannot run here are skipped with NotImplementedError (ASV's skip), carrying the reason;
-a case whose output fails the float64 check raises CorrectnessError and is recorded as failed.
-Selection: MLPBENCH_TIER (default standard on a GPU, quick on a CPU) and MLPBENCH_CASES
-(comma-separated fnmatch patterns on case ids).
+Both read one `setup_cache`, which builds, float64-checks and measures every case of the op in the
+family once, in one process: building and compiling a case costs far more than measuring it, and
+ASV starts a process for every parameter combination of every benchmark. Narrowing a run with
+`--bench` narrows what is recorded; the cache still measures the whole op of that family.
+
+`compile_probe` gives each family that has compiled cases `CompileTime` (cold compile, recompile for
+a new token count), `CompileTimeDynamic` (the MLP with dynamic=True) and `ChangingShapes` (the MLP
+over ten token counts in a row, compilation included, for compiled, Liger and ours).
+
+Nothing here depends on the machine or on environment variables: a combination that cannot run
+here raises NotImplementedError in `setup` with the reason (ASV's skip): one that is not a case
+(fp32 at a shape measured in half precision only), a GPU-sized shape on a CPU, device figures
+without a GPU, a Triton kernel on a CPU. A case whose output fails the float64 check raises
+CorrectnessError in the cache and is recorded as failed.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import os
 import sys
 import time
 import types
@@ -33,76 +39,99 @@ import types
 from . import registry, runner, timing
 from .compile_probe import probe
 
-# Bumped with the timing method: ASV then starts a new series instead of comparing across methods.
-VERSION = f"mlpbench-device-v{timing.DEVICE_METHOD_VERSION}"
+# Bump when what a benchmark measures changes, so ASV starts a new series instead of drawing a step.
+# v4: parameters became variant × dtype × shape (they were one case id), and host time became
+# samples taken in the measuring process (`track_host_time`, was ASV's own `time_host`).
+VERSION = f"mlpbench-v4-device-v{timing.DEVICE_METHOD_VERSION}"
+
+# Family → the registry shape tiers it holds. Every shape belongs to exactly one family.
+FAMILIES = {"quick": ("quick",), "standard": ("standard", registry.EVERY_TIER), "large": ("full",)}
+# Shapes small enough to measure on a CPU.
+CPU_SIZED = ("quick", registry.EVERY_TIER)
+# The tier each family's shapes make up, and the dtype its compile probes use.
+PROBE_DTYPE = {"quick": "fp32", "standard": "bf16"}
 
 
-def tier() -> str:
-    t = os.environ.get("MLPBENCH_TIER") or ("standard" if runner.default_device() == "cuda" else "quick")
-    registry.select(t)  # raises SelectionError naming a bad tier
-    return t
+def family_of(shape: registry.Shape) -> str:
+    (family,) = [f for f, tiers in FAMILIES.items() if shape.tier in tiers]
+    return family
 
 
-def _matches(case_id: str) -> bool:
-    """Whether MLPBENCH_CASES (comma-separated fnmatch patterns; empty: all) selects `case_id`."""
-    patterns = [p for p in os.environ.get("MLPBENCH_CASES", "").split(",") if p]
-    return not patterns or any(fnmatch.fnmatch(case_id, p) for p in patterns)
+def shapes(family: str, op: str) -> list[registry.Shape]:
+    return [s for s in registry.SHAPES if s.op == op and family_of(s) == family]
 
 
-def _wanted(selected: list[registry.Case]) -> list[registry.Case]:
-    return [c for c in selected if _matches(c.id)]
+def cases(family: str, op: str) -> list[registry.Case]:
+    return [c for c in registry.all_cases() if c.op == op and family_of(c.shape) == family]
 
 
-def cases(op: str | None = None) -> list[registry.Case]:
-    return _wanted(registry.select(tier(), ops=[op] if op else None))
+def reason_not_here(case: registry.Case, device: str) -> str | None:
+    """Why `case` is not measured on `device` at all, or None."""
+    if device == "cpu" and case.shape.tier not in CPU_SIZED:
+        return (f"shape {case.shape.id} is GPU-sized (tier {case.shape.tiers[0]}): measured on a GPU only; "
+                "on a CPU it would take minutes and say nothing about GPUs")
+    return runner.skip_reason(case, device)
 
 
-@functools.cache
-def _prepared(case_id: str, input_sets: int | None = None) -> runner.Prepared:
-    case = registry.case_by_id(case_id)
-    device = runner.default_device()
-    reason = runner.skip_reason(case, device) or None
-    if reason:
-        raise NotImplementedError(reason)
-    t0 = time.perf_counter()
-    p = runner.prepare(case, device, input_sets)
-    # On stderr (asv run --show-stderr): where an ASV run's time goes, case by case.
-    print(f"prepared {case_id} in {time.perf_counter() - t0:.2f} s", file=sys.stderr, flush=True)
-    reason = runner.timing_skip_reason(case, device)
-    if reason:
-        raise NotImplementedError(reason)
-    return p
+def _leave_a_core_for_asv() -> None:
+    """On a CPU, measure with one thread fewer than there are cores.
+
+    ASV's fork server polls for its child every millisecond while the child measures. With as many
+    OpenMP threads as cores, each parallel region then waited for a descheduled thread: the eager
+    MLP at t64-d128-h512 (fp32) took 60 ms per call on a 2-core box, against 0.28 ms in a process
+    of its own. One core left free takes the server's wake-ups.
+    """
+    import os
+
+    import torch
+
+    if runner.default_device() == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
 
 
 def _each(ids: list[str], label: str, measure) -> dict:
-    """`measure(id)` for every id, as ASV's setup_cache returns it: a case that cannot run maps to
+    """`measure(id)` for every id, as a setup_cache returns it: a case that cannot run maps to
     {"skip": reason} (it raised NotImplementedError), one that failed to {"error": ...}, and the
-    other cases still run. Progress goes to stderr (asv run --show-stderr)."""
+    other cases still run. Progress goes to stderr (`asv run --show-stderr`)."""
+    _leave_a_core_for_asv()
     out = {}
     for k, i in enumerate(ids, 1):
-        print(f"{label} [{k}/{len(ids)}] {i}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
         try:
             out[i] = measure(i)
+            what = "measured"
         except NotImplementedError as exc:
             out[i] = {"skip": str(exc)}
+            what = f"skipped ({exc})"
         except Exception as exc:  # noqa: BLE001 - recorded per case; the other cases still run
             out[i] = {"error": f"{type(exc).__name__}: {exc}"}
+            what = f"FAILED ({out[i]['error']})"
         finally:
-            _prepared.cache_clear()  # free each case's GPU memory before the next
-            runner.release_memory()
+            runner.release_memory()  # free each case's GPU memory before the next
+        print(f"[{label} {k}/{len(ids)}] {i}: {what}, {time.perf_counter() - t0:.2f} s",
+              file=sys.stderr, flush=True)
     return out
 
 
-def measure_device(op: str) -> dict:
-    """Device samples, peak memory and launch structure for every case of `op`."""
-    def measure(case_id):
-        p = _prepared(case_id)
-        return runner.device_metrics(p) | runner.structure(p) | {"max_rel_err": p.max_rel_err}
+def measure_case(case_id: str) -> dict:
+    """Everything the op classes report for one case, after its float64 check."""
+    case = registry.case_by_id(case_id)
+    device = runner.default_device()
+    reason = reason_not_here(case, device)
+    if reason:
+        raise NotImplementedError(reason)
+    p = runner.prepare(case, device)  # raises CorrectnessError: recorded as failed, never timed
+    reason = runner.timing_skip_reason(case, device)
+    if reason:
+        raise NotImplementedError(reason)
+    out = runner.device_metrics(p) | runner.structure(p)
+    out["host_time_samples_s"] = timing.host_time_samples(p.workload.fn, p.input_sets[0])
+    return out
 
-    return _each([c.id for c in cases(op)], op, measure)
 
-
-def _from_cache(cache: dict, case_id: str) -> dict:
+def _entry(cache: dict, case_id: str) -> dict:
+    if case_id not in cache:
+        raise NotImplementedError(f"{case_id} is not a case of the registry")
     entry = cache[case_id]
     if "skip" in entry:
         raise NotImplementedError(entry["skip"])
@@ -111,13 +140,18 @@ def _from_cache(cache: dict, case_id: str) -> dict:
     return entry
 
 
+def _not_a_case(op: str, variant: str, dtype: str, shape_id: str) -> str:
+    (shape,) = [s for s in registry.SHAPES if s.op == op and s.id == shape_id]
+    return f"{op}/{variant}/{dtype}/{shape_id} is not a case: shape {shape_id} is measured in {', '.join(shape.dtypes)} only"
+
+
 def _own_cache_key(setup_cache, owner: str):
-    """Give a generated class's setup_cache a cache key of its own.
+    """Give a generated setup_cache a cache key of its own.
 
     ASV keys a setup_cache result by its function's module and first line, and hands one result to
-    every class with that key. Functions made by one factory share the line, so in a single `asv run`
-    every op's Device class would read the first op's cache (the compile classes did, in a CPU run:
-    KeyError on every other class's case ids). Each function gets a module name of its own instead.
+    every class with that key. Functions made by one factory share the line, so every family's and
+    op's classes would read the first one's cache. Each function gets a module name of its own; the
+    Device and Host classes of one family and op share the function, hence one measurement.
     """
     name = f"{__name__}.{owner}"
     sys.modules.setdefault(name, types.ModuleType(name))
@@ -125,92 +159,106 @@ def _own_cache_key(setup_cache, owner: str):
     return setup_cache
 
 
-def device_class(op: str) -> type:
-    ids = [c.id for c in cases(op)]
+def op_classes(family: str, op: str) -> dict[str, type]:
+    ids = {c.id for c in cases(family, op)}
+    params = [list(registry.OPS[op]["variants"]), list(registry.DTYPES), [s.id for s in shapes(family, op)]]
 
     def setup_cache(self):
-        return measure_device(op)
+        return _each([c.id for c in cases(family, op)], f"{family}.{op}", measure_case)
 
     setup_cache.timeout = 3600
+    setup_cache = _own_cache_key(setup_cache, f"{family}.{registry.class_name(op)}")
 
-    def setup(self, cache, case_id):
-        _from_cache(cache, case_id)
+    def entry(cache, variant, dtype, shape):
+        case_id = f"{op}/{variant}/{dtype}/{shape}"
+        if case_id not in ids:
+            raise NotImplementedError(_not_a_case(op, variant, dtype, shape))
+        return _entry(cache, case_id)
 
-    def track_device_time(self, cache, case_id):
-        return {"samples": _from_cache(cache, case_id)["device_time_samples_s"], "number": 1}
+    def device_setup(self, cache, variant, dtype, shape):
+        self.entry = entry(cache, variant, dtype, shape)
+        if "device_time_samples_s" not in self.entry:
+            raise NotImplementedError("no GPU here: device time, peak memory and kernels per call need CUDA "
+                                      f"(host time is in {registry.class_name(op)}Host)")
+
+    def track_device_time(self, cache, variant, dtype, shape):
+        return {"samples": self.entry["device_time_samples_s"], "number": 1}
 
     track_device_time.unit = "seconds"
 
-    def track_peak_memory(self, cache, case_id):
-        return _from_cache(cache, case_id)["peak_memory_bytes"]
+    def track_peak_memory(self, cache, variant, dtype, shape):
+        return self.entry["peak_memory_bytes"]
 
     track_peak_memory.unit = "bytes"
 
-    def track_kernels_per_call(self, cache, case_id):
-        entry = _from_cache(cache, case_id)
-        if "kernels_per_call" not in entry:
-            raise RuntimeError(entry.get("profile_error", "no profile recorded"))
-        return entry["kernels_per_call"]
+    def track_kernels_per_call(self, cache, variant, dtype, shape):
+        if "kernels_per_call" not in self.entry:
+            raise RuntimeError(self.entry.get("profile_error", "no profile recorded"))
+        return self.entry["kernels_per_call"]
 
     track_kernels_per_call.unit = "kernels"
-    return type(f"{camel(op)}Device", (), {
-        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
-        "setup_cache": _own_cache_key(setup_cache, f"{camel(op)}Device"), "setup": setup,
-        "track_device_time": track_device_time, "track_peak_memory": track_peak_memory,
-        "track_kernels_per_call": track_kernels_per_call,
-        "__doc__": f"Device time and peak memory of {op}: {registry.OPS[op]['what']}.",
-    })
+
+    def host_setup(self, cache, variant, dtype, shape):
+        self.entry = entry(cache, variant, dtype, shape)
+
+    def track_host_time(self, cache, variant, dtype, shape):
+        return {"samples": self.entry["host_time_samples_s"], "number": 1}
+
+    track_host_time.unit = "seconds"
+
+    common = {"params": params, "param_names": ["variant", "dtype", "shape"], "version": VERSION,
+              "timeout": 600, "setup_cache": setup_cache}
+    what = registry.OPS[op]["what"]
+    return {
+        f"{registry.class_name(op)}Device": type(f"{registry.class_name(op)}Device", (), {
+            **common, "setup": device_setup, "track_device_time": track_device_time,
+            "track_peak_memory": track_peak_memory, "track_kernels_per_call": track_kernels_per_call,
+            "__doc__": f"Device time, peak memory and kernels per call of {op} ({family} shapes): {what}.",
+        }),
+        f"{registry.class_name(op)}Host": type(f"{registry.class_name(op)}Host", (), {
+            **common, "setup": host_setup, "track_host_time": track_host_time,
+            "__doc__": f"Host time per synchronised call of {op} ({family} shapes): {what}.",
+        }),
+    }
 
 
-def host_class(op: str) -> type:
-    ids = [c.id for c in cases(op)]
-
-    def setup(self, case_id):
-        # Each case runs in a process of its own, where compile caches are warm (setup_cache of the
-        # Device class compiled it first), so a pool of compile workers started in every one of
-        # them would cost more than the compile it serves. (Each time_host case took ~6 s on the
-        # H200, results/asv/h200/78787db7-*.json durations; that pool's start is the suspected
-        # part of it, not yet measured.)
-        import torch._inductor.config
-
-        torch._inductor.config.compile_threads = 1
-        # Cached per process (ASV re-runs setup before every sample); one input set, since host
-        # time is per call of the same inputs and the rotation is for device time.
-        p = _prepared(case_id, 1)
-        self.fn, self.inputs = p.workload.fn, p.input_sets[0]
-
-    def time_host(self, case_id):
-        self.fn(*self.inputs)
-
-    return type(f"{camel(op)}Host", (), {
-        "params": [ids], "param_names": ["case"], "version": VERSION, "timeout": 600,
-        # One call per sample, timed with a synchronisation on each side; the float64 check in
-        # setup already warmed up and compiled.
-        "timer": staticmethod(timing.sync_perf_counter), "number": 1, "rounds": 1,
-        "repeat": (10, 50, 0.5), "warmup_time": 0.05,
-        "setup": setup, "time_host": time_host,
-        "__doc__": f"Host time per synchronised call of {op}: {registry.OPS[op]['what']}.",
-    })
+def probe_cases(family: str) -> list[registry.Case]:
+    """The compiled cases whose compile time stands for each op of the family: its first shape, in
+    fp32 for quick shapes (they run on a CPU too) and bf16 for GPU ones. Cold compiles cost seconds
+    to minutes each, so one case per op."""
+    if family not in PROBE_DTYPE:
+        return []
+    out = []
+    for op in registry.OPS:
+        hits = [c for c in cases(family, op) if c.variant == "compiled" and c.dtype == PROBE_DTYPE[family]]
+        out += hits[:1]
+    return out
 
 
-def _skip_in_setup(self, cache, case_id):
+def _probe_here(case: registry.Case) -> None:
+    reason = reason_not_here(case, runner.default_device()) or runner.timing_skip_reason(case, runner.default_device())
+    if reason:
+        raise NotImplementedError(reason)
+
+
+def _skip_in_setup(self, cache, param):
     # ASV skips a case only when setup raises NotImplementedError; raised from a benchmark's body it
     # counts as a failure (seen on the H200: results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
-    _from_cache(cache, case_id)
+    _entry(cache, param)
 
 
-def _probe_class(name: str, ids: list[str], label: str, measure, tracks: dict[str, str], doc: str,
+def _probe_class(name: str, family: str, ids: list[str], measure, tracks: dict[str, str], doc: str,
                  param_name: str = "case") -> type:
     """An ASV class whose one setup_cache runs `measure` per id (each probe starts fresh processes of
     its own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result."""
     def setup_cache(self):
-        return _each(ids, label, measure)
+        return _each(ids, f"{family}.{name}", measure)
 
     setup_cache.timeout = 3600
 
     def reader(key):
-        def track(self, cache, case_id):
-            return _from_cache(cache, case_id)[key]
+        def track(self, cache, param):
+            return _entry(cache, param)[key]
 
         track.unit = "seconds"
         return track
@@ -221,69 +269,63 @@ def _probe_class(name: str, ids: list[str], label: str, measure, tracks: dict[st
         body[bench].__name__ = body[bench].__qualname__ = bench
     return type(name, (), {
         "params": [ids], "param_names": [param_name], "version": VERSION, "timeout": 3600,
-        "setup_cache": _own_cache_key(setup_cache, name), "setup": _skip_in_setup, **body, "__doc__": doc,
+        "setup_cache": _own_cache_key(setup_cache, f"{family}.{name}"), "setup": _skip_in_setup, **body,
+        "__doc__": doc,
     })
 
 
-def compile_class() -> type:
-    return _probe_class(
-        "CompileTime", [c.id for c in _wanted(registry.compile_probe_cases(tier()))], "compile probe", probe,
-        {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
-        "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count.")
-
-
-def dynamic_ids() -> list[str]:
-    """The compiled cases probed with dynamic=True too: the MLP's, the blog's trade-off."""
-    return [c.id for c in _wanted(registry.compile_probe_cases(tier())) if c.op == "mlp"]
-
-
-def compile_dynamic_class() -> type:
-    return _probe_class(
-        "CompileTimeDynamic", dynamic_ids(), "compile probe, dynamic=True",
-        lambda case_id: probe(case_id, dynamic=True), {"track_recompile_new_shape_dynamic": "recompile_s"},
-        "torch.compile(dynamic=True): recompile for a new token count (the MLP only).")
+def _probe(case_id: str, **kw) -> dict:
+    _probe_here(registry.case_by_id(case_id))
+    return probe(case_id, **kw)
 
 
 SEQUENCE_VARIANTS = ("compiled", "compiled-dynamic", "liger", "ours")
 
 
-def sequence_ids() -> list[str]:
+def sequence_ids(family: str) -> list[str]:
     """The MLP over changing token counts, per variant: ids like 'mlp/compiled-dynamic/bf16/d768-h3072'."""
-    (base,) = [c for c in registry.compile_probe_cases(tier()) if c.op == "mlp"] or [None]
-    if base is None:
+    base = [c for c in probe_cases(family) if c.op == "mlp"]
+    if not base:
         return []
-    dims = "-".join(f"{k}{v}" for k, v in base.shape.dims if k != "t")
-    return [i for i in (f"mlp/{v}/{base.dtype}/{dims}" for v in SEQUENCE_VARIANTS) if _matches(i)]
+    dims = "-".join(f"{k}{v}" for k, v in base[0].shape.dims if k != "t")
+    return [f"mlp/{v}/{base[0].dtype}/{dims}" for v in SEQUENCE_VARIANTS]
 
 
-def sequence_class() -> type:
-    def measure(seq_id):
-        (base,) = [c for c in registry.compile_probe_cases(tier()) if c.op == "mlp"]
+def compile_classes(family: str) -> dict[str, type]:
+    probes = probe_cases(family)
+    if not probes:
+        return {}
+    (mlp,) = [c for c in probes if c.op == "mlp"]
+
+    def sequence(seq_id):
         variant = seq_id.split("/")[1]
-        case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{base.dtype}/{base.shape.id}")
-        device = runner.default_device()
-        reason = runner.skip_reason(case, device) or runner.timing_skip_reason(case, device)
-        if reason:
-            raise NotImplementedError(reason)
+        case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{mlp.dtype}/{mlp.shape.id}")
+        _probe_here(case)
         return probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
 
-    return _probe_class(
-        "ChangingShapes", sequence_ids(), "changing shapes", measure, {"track_total": "total_s"},
-        "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
-        param_name="sequence")
-
-
-def camel(op: str) -> str:
-    return "".join(part.capitalize() for part in op.split("_"))
+    return {
+        "CompileTime": _probe_class(
+            "CompileTime", family, [c.id for c in probes], _probe,
+            {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
+            "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count."),
+        "CompileTimeDynamic": _probe_class(
+            "CompileTimeDynamic", family, [mlp.id], functools.partial(_probe, dynamic=True),
+            {"track_recompile_new_shape_dynamic": "recompile_s"},
+            "torch.compile(dynamic=True): recompile for a new token count (the MLP only)."),
+        "ChangingShapes": _probe_class(
+            "ChangingShapes", family, sequence_ids(family), sequence, {"track_total": "total_s"},
+            "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
+            param_name="sequence"),
+    }
 
 
 def preload() -> None:
-    """Import what every case's process would otherwise import again, without touching the GPU.
+    """Import what every benchmark's process would otherwise import again, without touching the GPU.
 
-    On a GPU box ASV forks each benchmark's process from one server process that imported this
-    module (launch method forkserver), so modules imported here are already there in every child:
-    torch.compile's Dynamo and Inductor alone take seconds to import, and ASV starts one process per
-    case for host time. CUDA itself is initialised in the child only, which keeps the fork safe.
+    ASV (launch_method forkserver, asv.conf.json) forks each benchmark's process from one server
+    that imported the benchmark modules, so modules imported here are already there in every child:
+    torch.compile's Dynamo and Inductor alone take seconds to import, and ASV starts a process per
+    parameter combination. CUDA is initialised in the children only, which keeps the fork safe.
     """
     import importlib
 
@@ -298,28 +340,25 @@ def preload() -> None:
     sources.ours()
 
 
-def compile_class_names() -> list[str]:
-    """The compile-time classes this selection has (they need no GPU to be listed)."""
-    return ((["CompileTime"] if _wanted(registry.compile_probe_cases(tier())) else [])
-            + (["CompileTimeDynamic"] if dynamic_ids() else [])
-            + (["ChangingShapes"] if sequence_ids() else []))
-
-
-def classes() -> dict[str, type]:
-    """Every ASV benchmark class for this machine, by name."""
+def family(name: str) -> dict[str, type]:
+    """Every ASV benchmark class of a family, by class name: the same on every machine."""
+    if name not in FAMILIES:
+        raise registry.SelectionError(f"unknown benchmark family {name!r}; valid: {', '.join(FAMILIES)}")
     if runner.default_device() == "cuda":
         preload()
     out = {}
     for op in registry.OPS:
-        if not cases(op):
-            continue
-        if runner.default_device() == "cuda":
-            out[f"{camel(op)}Device"] = device_class(op)
-        out[f"{camel(op)}Host"] = host_class(op)
-    if _wanted(registry.compile_probe_cases(tier())):
-        out["CompileTime"] = compile_class()
-    if dynamic_ids():
-        out["CompileTimeDynamic"] = compile_dynamic_class()
-    if sequence_ids():
-        out["ChangingShapes"] = sequence_class()
-    return out
+        if shapes(name, op):
+            out |= op_classes(name, op)
+    return out | compile_classes(name)
+
+
+def tier_regex(tier: str) -> str:
+    """An `asv run --bench` expression selecting the registry tier `tier` (ASV matches it against
+    'family.Class.benchmark(param, ...)'): standard is the standard family, full adds the large one,
+    quick is the quick family and the standard family's shapes that every tier shares."""
+    registry.select(tier)  # raises SelectionError naming a bad tier
+    if tier == "quick":
+        shared = "|".join(s.id for s in registry.SHAPES if s.tier == registry.EVERY_TIER)
+        return rf"^quick\.|^standard\.\w+(Device|Host)\.\w+\(.*'({shared})'\)$"
+    return r"^standard\." if tier == "standard" else r"^(standard|large)\."

@@ -6,10 +6,10 @@ runs the pytest-benchmark suite for the selected cases on this machine, saves it
 results/pytest/<machine>/ and prints one table per op. Exit status: 0 when every selected case
 passed or was skipped with a reason, 1 when a case failed (a wrong result, a crash), 2 on bad input.
 
-    mlpbench asv [--tier T] [--cases PATTERNS] [--machine NAME] [-- ASV-RUN-ARGS]
+    mlpbench asv [--tier T] [--bench REGEX] [--machine NAME] [-- ASV-RUN-ARGS]
 
-runs the ASV benchmarks in this Python (a GPU box's own CUDA torch, no network needed) for the
-checked-out commit and records them under its hash in results/asv/<machine>/.
+is one plain `asv run` in this Python (a GPU box's own CUDA torch, no network needed) for the
+checked-out commit, recorded under its hash in results/asv/<machine>/; it prints the command.
 """
 
 from __future__ import annotations
@@ -67,24 +67,21 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--results", type=Path, default=ROOT / "results", help="folder holding pytest/ and asv/")
     rep.add_argument("--output", type=Path, required=True, help="folder for report.md, report.html, report.csv")
 
-    asv = sub.add_parser("asv", help="run ASV in this environment for the checked-out commit")
+    asv = sub.add_parser("asv", help="one plain `asv run` in this environment for the checked-out commit")
     asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
-    asv.add_argument("--cases", default="", help="comma-separated patterns on case ids, e.g. 'mlp/*/bf16/*'")
+    asv.add_argument("--bench", help="ASV's own --bench regex, instead of the tier's")
     asv.add_argument("--machine", help="ASV machine name (default: the GPU model, e.g. h200)")
     asv.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
-    asv.add_argument("--resume", action="store_true",
-                     help="skip the ops this commit already has results for (go on after a run that was stopped)")
     asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
 
     nig = sub.add_parser("nightly", help="record this commit with ASV, publish the report, gate against the previous commit")
     nig.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     nig.add_argument("--tier", help="default: standard on a GPU, quick on a CPU")
-    nig.add_argument("--cases", default="", help="comma-separated patterns on case ids")
+    nig.add_argument("--bench", help="ASV's own --bench regex, instead of the tier's")
     nig.add_argument("--machine", help="ASV machine name (default: the GPU model)")
     nig.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
     nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
     nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
-    nig.add_argument("--resume", action="store_true", help="record only the ops this commit has no results for yet")
     return p
 
 
@@ -143,7 +140,11 @@ def _tier_ok(tier: str) -> bool:
     return True
 
 
-def _asv(args) -> int:
+def asv_command(args) -> tuple[list[str], str] | int:
+    """The plain `asv run` that `mlpbench asv` and the nightly run, and the commit it records; an exit
+    status instead on bad input. What it adds to ASV: this Python as an existing environment, the
+    commit hash (ASV records nothing in one without it), the tier as a --bench expression, and the
+    machine's registration (mlpbench.asv_machine)."""
     import subprocess
 
     from .asv_machine import register
@@ -158,69 +159,26 @@ def _asv(args) -> int:
         print(f"mlpbench: error: {args.repo} is not a git checkout; ASV records results under a commit hash",
               file=sys.stderr)
         return 2
-    entry = register(args.machine)
-    env = os.environ | ({"MLPBENCH_TIER": args.tier} if args.tier else {}) | (
-        {"MLPBENCH_CASES": args.cases} if args.cases else {})
-    # Forking after `import torch` is cheap and safe for CUDA work (CUDA is initialised only in the
-    # child); CPU ops in a forked child ran 2-100× slower on a CPU box (cause not established), so
-    # CPUs spawn instead.
-    launch = "forkserver" if default_device() == "cuda" else "spawn"
-    cmd = [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
-           "--machine", entry["machine"], "--launch-method", launch, *args.asv_args]
-    # One `asv run` per op (and one for compile time): ASV saves a commit's results when a run ends,
-    # so a run killed at 3 a.m. loses one op's results, not the night's. Each run adds to the same
-    # result file. A --bench of the user's own replaces the chunks.
-    user_bench = any(a in ("-b", "--bench") or a.startswith("--bench=") for a in args.asv_args)
-    chunks = [(None, "as asked")] if user_bench else _asv_chunks(env)
-    t0, failed = time.perf_counter(), []
-    for k, (regex, what) in enumerate(chunks, 1):
-        if args.resume and regex and _recorded(args.repo, entry["machine"], head, regex):
-            print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: already recorded for {head[:8]}, skipped (--resume)",
-                  flush=True)
-            continue
-        full = cmd + (["--bench", regex] if regex else [])
-        print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: {' '.join(full)}", flush=True)
-        t1 = time.perf_counter()
-        rc = subprocess.run(full, cwd=args.repo, env=env).returncode
-        print(f"mlpbench: [asv {k}/{len(chunks)}] {what}: exit {rc} after {time.perf_counter() - t1:.0f} s", flush=True)
-        if rc:
-            failed.append(what)
-    print(f"mlpbench: asv finished in {time.perf_counter() - t0:.0f} s"
-          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
-    return 1 if failed else 0
+    from .asv_suite import tier_regex
+
+    machine = register(args.machine)["machine"]
+    bench = args.bench or tier_regex(args.tier or ("standard" if default_device() == "cuda" else "quick"))
+    return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
+            "--set-commit-hash", head, "--machine", machine, "--bench", bench], head
 
 
-def _recorded(repo: Path, machine: str, commit: str, regex: str) -> bool:
-    """Whether the commit's ASV result file already holds a benchmark that `regex` selects."""
-    import json
-    import re
+def _asv(args) -> int:
+    import subprocess
 
-    for path in (repo / "results" / "asv" / machine).glob(f"{commit[:8]}-*.json"):
-        try:
-            names = json.loads(path.read_text()).get("results", {})
-        except (OSError, ValueError):
-            continue  # unreadable: measure again
-        if any(re.search(regex, name) for name in names):
-            return True
-    return False
-
-
-def _asv_chunks(env: dict) -> list[tuple[str, str]]:
-    """(--bench regex, description) per op that has cases in this selection, then compile time."""
-    saved = dict(os.environ)
-    os.environ.update(env)  # the tier and case patterns that asv_suite reads
-    try:
-        from . import asv_suite
-
-        ops = [op for op in registry.OPS if asv_suite.cases(op)]
-        compile_classes = asv_suite.compile_class_names()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    chunks = [(rf"^asv_cases\.{asv_suite.camel(op)}(Device|Host)\.", op) for op in ops]
-    if compile_classes:
-        chunks.append((rf"^asv_cases\.({'|'.join(compile_classes)})\.", "compile time"))
-    return chunks
+    made = asv_command(args)
+    if isinstance(made, int):
+        return made
+    cmd = made[0] + list(args.asv_args)
+    print(f"mlpbench: {' '.join(cmd)}", flush=True)
+    t0 = time.perf_counter()
+    rc = subprocess.run(cmd, cwd=args.repo).returncode
+    print(f"mlpbench: asv run exit {rc} after {time.perf_counter() - t0:.0f} s", flush=True)
+    return rc
 
 
 def _nightly(args) -> int:

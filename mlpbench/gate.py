@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .registry import OPS, class_name
+
 FLOOR = 0.02  # never flag less than a 2% slowdown, however quiet the benchmark
 # Reported, not gated: compile time, and host time wherever the case also has device time (on a CPU
 # host time is the only time, and is gated). Both are taken in ASV's forked processes, where two
@@ -29,7 +31,7 @@ FLOOR = 0.02  # never flag less than a 2% slowdown, however quiet the benchmark
 # (results/asv/h200/45327a1a-*.json against 78787db7-*.json). They get verdicts "slower (not gated)"
 # and "faster (not gated)"; device time, kernels per call and peak memory are gated.
 NOT_GATED = ("track_cold_compile", "track_recompile_new_shape", "track_recompile_new_shape_dynamic", "track_total")
-HOST_TIME = "time_host"
+HOST_TIME = ("time_host", "track_host_time")  # ASV's own timer before benchmark version v4, samples since
 # Inductor's kernels for gelu_mul at 8192 × 14336 (bf16, fp16) moved between 166.3 and 170.5 µs from
 # one run to the next, where every other variant (our slowed branch aside) agreed within 0.8% (five H200 runs:
 # results/pytest/h200/20261129T224302Z-*.json, results/pytest-shards/h200x2/*.json, and the ASV runs
@@ -57,13 +59,28 @@ class Point:
     samples: tuple[float, ...] | None
 
 
+# ASV op classes ('standard.GeluMulDevice') by the op they measure.
+_OP_OF_CLASS = {f"{class_name(op)}{kind}": op for op in OPS for kind in ("Device", "Host")}
+
+
+def _param_ids(name: str, combos: list[tuple[str, ...]]) -> list[str]:
+    """One id per parameter combination: the case id for op classes, whose parameters are the axes
+    variant × dtype × shape (and for results stored before that, whose one parameter was the case id),
+    else the parameters joined."""
+    parts = name.split(".")
+    op = _OP_OF_CLASS.get(parts[-2]) if len(parts) >= 3 else None
+    if op and combos and all(len(c) == 3 for c in combos):
+        return [f"{op}/{variant}/{dtype}/{shape}" for variant, dtype, shape in combos]
+    return [", ".join(combo) for combo in combos]
+
+
 def _points(path: Path, doc: dict) -> list[Point]:
     cols = doc["result_columns"]
     out = []
     for name, row in doc["results"].items():
         r = dict(zip(cols, row))
         values = r["result"] if isinstance(r["result"], list) else [r["result"]]
-        params = [", ".join(combo) for combo in _combos(r.get("params") or [])] or [""]
+        params = _param_ids(name, _combos(r.get("params") or [])) or [""]
         samples = r.get("samples") or [None] * len(values)
         for k, value in enumerate(values):
             s = samples[k] if k < len(samples) else None
@@ -192,7 +209,7 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
 
     def gated(key):
         m, name, param, _ = key
-        if name.rsplit(".", 1)[-1] == HOST_TIME:
+        if name.rsplit(".", 1)[-1] in HOST_TIME:
             return (m, param) not in with_device_time
         return None
 

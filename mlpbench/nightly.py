@@ -1,6 +1,7 @@
 """`mlpbench nightly`: what a GPU runner does every night, and what a developer can run by hand.
 
-1. record the checked-out commit with ASV in this environment (standard tier on a GPU, quick on a CPU);
+1. record the checked-out commit with one plain `asv run` in this environment (`mlpbench asv`:
+   standard tier on a GPU, quick on a CPU, compile benchmarks included);
 2. publish the HTML report (`asv publish`, assets served locally);
 3. gate it against the previous commit recorded for this machine (`mlpbench check`);
 4. write a markdown summary (to $GITHUB_STEP_SUMMARY when set).
@@ -30,24 +31,18 @@ def _step(name: str, cmd: list[str], cwd: Path) -> bool:
 
 
 def run(args) -> int:
-    from .asv_machine import register
+    from .cli import asv_command
 
     repo = args.repo.resolve()
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    if not head:
-        print(f"mlpbench: error: {repo} is not a git checkout", file=sys.stderr)
-        return 2
-    machine = register(args.machine)["machine"]
+    made = asv_command(args)
+    if isinstance(made, int):
+        return made
+    (cmd, head), machine = made, made[0][made[0].index("--machine") + 1]
     summary_path = args.summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY")
                                     else repo / "results" / "nightly-summary.md")
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
     failed = []
-
-    asv = [sys.executable, "-m", "mlpbench.cli", "asv", "--repo", str(repo), "--machine", machine]
-    asv += [f"--tier={args.tier}"] if args.tier else []
-    asv += [f"--cases={args.cases}"] if args.cases else []
-    asv += ["--resume"] if args.resume else []
-    if not _step("record", asv + ["--", "--record-samples"], repo):
+    if not _step("record", cmd + ["--record-samples"], repo):
         failed.append("ASV run")
     if not args.no_publish and not _step("publish", [sys.executable, "-m", "asv", "publish"], repo):
         failed.append("asv publish")

@@ -198,16 +198,6 @@ def case_by_id(case_id: str) -> Case:
     raise SelectionError(f"unknown case id {case_id!r}; ids look like 'mlp/compiled/bf16/t8192-d768-h3072'")
 
 
-def compile_probe_cases(tier: str) -> list[Case]:
-    """The compiled cases whose cold-compile and recompile time is measured.
-
-    Cold compiles cost seconds to minutes each, so one shape per op (its first in the tier) and one
-    dtype (bf16 on a GPU tier, fp32 for quick, which also runs on a CPU) stand for the rest.
-    """
-    dtype = "fp32" if tier == "quick" else "bf16"
-    out = []
-    for op in OPS:
-        cands = select(tier, ops=[op], variants=["compiled"], dtypes=[dtype])
-        if cands:
-            out.append(cands[0])
-    return out
+def class_name(op: str) -> str:
+    """The op's name in ASV class names: gelu_mul_train → GeluMulTrain."""
+    return "".join(part.capitalize() for part in op.split("_"))

@@ -153,6 +153,21 @@ def _event_time(fn, input_sets, replays, reason: str) -> DeviceTiming:
     )
 
 
+def host_time_samples(fn, inputs: tuple, *, budget_s: float = 0.25, min_samples: int = 5,
+                      max_samples: int = 200) -> list[float]:
+    """Wall time of single calls, each between two `sync_perf_counter` reads: as many as fit in
+    `budget_s` (at least `min_samples`). The ASV suite's host time, taken in the process that already
+    compiled and checked the case, so that ASV need not build it again in a process of its own."""
+    samples: list[float] = []
+    spent = 0.0
+    while len(samples) < min_samples or (spent < budget_s and len(samples) < max_samples):
+        t0 = sync_perf_counter()
+        fn(*inputs)
+        samples.append(sync_perf_counter() - t0)
+        spent += samples[-1]
+    return samples
+
+
 def back_to_back_host_times(fn, input_sets: list[tuple], *, rounds: int = 5, round_s: float = 0.05,
                             max_calls: int = 200) -> list[float]:
     """Wall time per call over calls queued back to back, one synchronisation before and after each

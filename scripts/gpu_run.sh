@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What a GPU box records for the repository, step by step:
 #   tests  the kernel repository's tests and the harness's GPU tests
-#   run    the standard tier through pytest-benchmark (`mlpbench run`), one op group at a time
-#   asv    the standard tier through ASV for the last two commits, each from its own checkout,
-#          on one GPU so that `asv compare` compares like with like (MLPBENCH_CASES narrows it)
-#   nightly  `mlpbench nightly` for the checked-out commit (standard tier through ASV, publish, gate)
+#   run    the standard tier through pytest-benchmark (`mlpbench run --tier standard`), timed
+#   asv    ASV's own commands for the checked-out commit, timed: `asv machine --yes`, then one plain
+#          `asv run` in this Python of the standard family's device and host benchmarks
+#   nightly  `mlpbench nightly` for the checked-out commit (standard family through ASV, compile
+#          benchmarks included, publish, gate), then a plain `asv compare` with the commit before
 #   aa     A/A: device time of the checked-out commit in two ASV runs, the second kept in its own
 #          results folder, gated against the first
 #   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
@@ -45,36 +46,24 @@ for step in $steps; do
             -p no:cacheprovider > "$out/gpu-tests.log" 2>&1
         echo "tests rc=$?"; tail -2 "$out/gpu-tests.log" ;;
     run)
-        for ops in "--op gelu_mul --op gelu_mul_train" "--op mlp --op linear"; do
-            # shellcheck disable=SC2086
-            /usr/bin/time -f "wall %e s" python3 -m mlpbench.cli run --tier standard $ops \
-                > "$out/run-$(echo $ops | tr -d ' -' | cut -c1-30).log" 2>&1
-            echo "run $ops rc=$?"
-        done
+        /usr/bin/time -f "mlpbench run wall %e s" python3 -m mlpbench.cli run --tier standard > "$out/run.log" 2>&1
+        echo "run rc=$?"; grep "wall" "$out/run.log"
         new_pytest_results ;;
     asv)
-        for rev in $(git rev-list --reverse -2 HEAD); do
-            wt=/tmp/mlpbench-$rev
-            git worktree add -f -q "$wt" "$rev" 2>/dev/null
-            echo "asv $rev"
-            # Point the (editable) install at this commit's checkout: an editable install's import
-            # hook wins over PYTHONPATH and the working directory.
-            python3 -m pip install -q --no-deps --no-build-isolation -e "$wt" >> "$out/asv.log" 2>&1
-            # An inner time limit, so that what ASV saved is still copied out when it runs long.
-            (cd "$wt" && timeout "${ASV_TIMEOUT:-1800}" /usr/bin/time -f "asv wall %e s" \
-                python3 -m mlpbench.cli asv -- --record-samples --show-stderr) >> "$out/asv.log" 2>&1
-            echo "asv $rev rc=$?"
-            mkdir -p results/asv && cp -r "$wt/results/asv/." results/asv/ 2>/dev/null
-        done
-        python3 -m pip install -q --no-deps --no-build-isolation -e "$root" >> "$out/asv.log" 2>&1
-        tail -3 "$out/asv.log"
+        python3 -m asv machine --yes > "$out/asv.log" 2>&1
+        /usr/bin/time -f "asv run wall %e s" python3 -m asv run -E "existing:$(command -v python3)" \
+            --set-commit-hash "$head" --record-samples --show-stderr --bench '^standard\.\w+(Device|Host)\.' \
+            >> "$out/asv.log" 2>&1
+        echo "asv rc=$?"; grep "wall" "$out/asv.log"
         tar czf "$out/asv-results.tgz" results/asv ;;
     nightly)
-        # NIGHTLY_ARGS=--resume goes on after a run that a time limit stopped.
-        # shellcheck disable=SC2086
         /usr/bin/time -f "nightly wall %e s" python3 -m mlpbench.cli nightly --summary "$out/nightly-summary.md" \
-            ${NIGHTLY_ARGS:-} >> "$out/nightly.log" 2>&1
-        echo "nightly rc=$?"; tail -4 "$out/nightly.log" ;;
+            >> "$out/nightly.log" 2>&1
+        echo "nightly rc=$?"; tail -4 "$out/nightly.log"
+        # ASV's own comparison, without --machine: one machine holds both commits.
+        python3 -m asv compare "$(git rev-parse HEAD~1)" "$head" > "$out/asv-compare.log" 2>&1
+        echo "asv compare rc=$?"; tail -3 "$out/asv-compare.log"
+        tar czf "$out/asv-results.tgz" results/asv ;;
     aa)
         # Device time of the same commit in two ASV runs. The second runs in a checkout of its own,
         # so its own results folder (ASV keys results by commit: a second run in the same folder
@@ -82,7 +71,7 @@ for step in $steps; do
         git worktree add -f -q /tmp/mlpbench-aa "$head" 2>/dev/null
         for op in ${AA_OPS:-GeluMul GeluMulTrain Mlp Linear}; do
             for repo in "$root" /tmp/mlpbench-aa; do
-                python3 -m mlpbench.cli asv --repo "$repo" -- --record-samples --bench "^asv_cases\.${op}Device\." \
+                python3 -m mlpbench.cli asv --repo "$repo" --bench "^standard\.${op}Device\." -- --record-samples \
                     >> "$out/aa.log" 2>&1
             done
         done
@@ -94,8 +83,8 @@ for step in $steps; do
         slow=$(git rev-parse demo/slow-block)
         git worktree add -f -q /tmp/mlpbench-slow "$slow" 2>/dev/null
         python3 -m pip install -q --no-deps --no-build-isolation -e /tmp/mlpbench-slow >> "$out/slowdown.log" 2>&1
-        python3 -m mlpbench.cli asv --repo /tmp/mlpbench-slow --cases 'gelu_mul/*/bf16/*,gelu_mul/*/fp16/*' \
-            -- --record-samples --bench '^asv_cases\.GeluMulDevice\.' >> "$out/slowdown.log" 2>&1
+        python3 -m mlpbench.cli asv --repo /tmp/mlpbench-slow --bench '^standard\.GeluMulDevice\.' \
+            -- --record-samples >> "$out/slowdown.log" 2>&1
         python3 -m pip install -q --no-deps --no-build-isolation -e "$root" >> "$out/slowdown.log" 2>&1
         mkdir -p results/asv-slowdown && cp -r /tmp/mlpbench-slow/results/asv/. results/asv-slowdown/
         python3 -m mlpbench.cli check --results results/asv-slowdown --base-results results/asv --base "$head" \

@@ -1,110 +1,105 @@
-"""ASV on a CPU: the existing-environment path end to end, and the generated benchmark classes."""
+"""ASV: one fixed benchmark set on every machine, selection through ASV's own --bench, and ASV's own
+commands (`asv machine --yes`, `asv run` in an existing environment and in one ASV makes)."""
 
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
-from project_copy import git, project_repo
+from project_copy import ROOT, git, project_repo
 
 from mlpbench import asv_machine, asv_suite, registry
 
+FAMILIES = {name: asv_suite.family(name) for name in asv_suite.FAMILIES}
 
 
-def test_classes_follow_the_registry(monkeypatch):
-    monkeypatch.setenv("MLPBENCH_TIER", "quick")
-    monkeypatch.delenv("MLPBENCH_CASES", raising=False)
-    classes = asv_suite.classes()
-    host = classes["MlpHost"]
-    assert host.params == [[c.id for c in registry.select("quick", ops=["mlp"])]]
-    assert host.param_names == ["case"]
-    assert host.version == asv_suite.VERSION
-    assert {"CompileTime", "CompileTimeDynamic", "ChangingShapes"} <= set(classes)
+def _param_names() -> list[tuple[str, str]]:
+    """(family, 'family.Class.bench(params)') for every benchmark combination, as ASV's --bench sees them."""
+    out = []
+    for fam, classes in FAMILIES.items():
+        for cls_name, cls in classes.items():
+            for bench in [b for b in dir(cls) if b.startswith("track_")]:
+                for combo in itertools.product(*cls.params):
+                    out.append((fam, f"{fam}.{cls_name}.{bench}({', '.join(repr(v) for v in combo)})"))
+    return out
+
+
+def test_op_classes_have_variant_dtype_shape_axes_and_every_case_is_in_exactly_one():
+    seen = []
+    for fam, classes in FAMILIES.items():
+        for op in registry.OPS:
+            name = registry.class_name(op)
+            if f"{name}Device" not in classes:
+                assert not asv_suite.shapes(fam, op)
+                continue
+            for kind in ("Device", "Host"):
+                cls = classes[f"{name}{kind}"]
+                assert cls.param_names == ["variant", "dtype", "shape"]
+                assert cls.params == [list(registry.OPS[op]["variants"]), list(registry.DTYPES),
+                                      [s.id for s in asv_suite.shapes(fam, op)]]
+                assert cls.version == asv_suite.VERSION
+            seen += [f"{op}/{v}/{d}/{s}" for v, d, s in itertools.product(*classes[f"{name}Device"].params)]
+    case_ids = [c.id for c in registry.all_cases()]
+    assert set(case_ids) <= set(seen) and len(set(seen)) == len(seen)
+
+
+@pytest.mark.parametrize("tier", registry.TIERS)
+def test_a_tier_is_an_asv_bench_expression_that_selects_exactly_its_cases(tier):
+    regex = asv_suite.tier_regex(tier)
+    picked = set()
+    for _, name in _param_names():
+        if re.search(regex, name) and (m := re.match(r"\w+\.(\w+)(Device|Host)\.\w+\('(\w+)', '(\w+)', '([\w-]+)'\)$", name)):
+            op = {registry.class_name(o): o for o in registry.OPS}[m[1]]
+            picked.add(f"{op}/{m[3]}/{m[4]}/{m[5]}")
+    wanted = {c.id for c in registry.select(tier)}
+    assert wanted <= picked
+    # The cartesian axes hold combinations that are not cases (they skip); no other case is picked.
+    assert {i for i in picked if i in {c.id for c in registry.all_cases()}} == wanted
+
+
+def test_the_benchmark_set_does_not_depend_on_the_environment(monkeypatch):
+    monkeypatch.setenv("MLPBENCH_TIER", "full")
     monkeypatch.setenv("MLPBENCH_CASES", "gelu_mul/eager/*")
-    classes = asv_suite.classes()
-    assert set(classes) == {"GeluMulHost"}
+    again = {name: asv_suite.family(name) for name in asv_suite.FAMILIES}
+    assert {f: {c: v.params for c, v in cls.items()} for f, cls in again.items()} == \
+        {f: {c: v.params for c, v in cls.items()} for f, cls in FAMILIES.items()}
 
 
-def test_bad_tier_is_named(monkeypatch):
-    monkeypatch.setenv("MLPBENCH_TIER", "nightly")
-    with pytest.raises(registry.SelectionError, match="unknown tier 'nightly'"):
-        asv_suite.classes()
+def test_combinations_that_are_not_cases_or_cannot_run_here_skip_in_setup_with_the_reason():
+    mlp = FAMILIES["standard"]["MlpDevice"]
+    with pytest.raises(NotImplementedError, match="measured in bf16, fp16 only"):
+        mlp().setup({}, "eager", "fp32", "t8192-d4096-h14336")
+    host = FAMILIES["standard"]["MlpHost"]
+    reason = "shape t8192-d768-h3072 is GPU-sized"
+    with pytest.raises(NotImplementedError, match=reason):
+        host().setup({"mlp/eager/bf16/t8192-d768-h3072": {"skip": reason}}, "eager", "bf16", "t8192-d768-h3072")
+    with pytest.raises(NotImplementedError, match="no GPU here"):
+        mlp().setup({"mlp/eager/bf16/t8192-d768-h3072": {"host_time_samples_s": [1e-3]}}, "eager", "bf16",
+                    "t8192-d768-h3072")
+    with pytest.raises(RuntimeError, match="CorrectnessError"):
+        host().setup({"mlp/ours/bf16/t8192-d768-h3072": {"error": "CorrectnessError: 0.3 > 1e-2"}}, "ours", "bf16",
+                     "t8192-d768-h3072")
+    case = registry.case_by_id("mlp/eager/bf16/t8192-d768-h3072")
+    assert "GPU-sized" in asv_suite.reason_not_here(case, "cpu")
+    assert asv_suite.reason_not_here(case, "cuda") is None
 
 
-def test_machine_entry_splits_series_on_the_stack(tmp_path):
-    path = tmp_path / "machines.json"
-    entry = asv_machine.register("box", path=path)
-    doc = json.loads(path.read_text())
-    assert doc["version"] == 1 and doc["box"] == entry
-    for key in asv_machine.SPLIT_KEYS:
-        assert key in entry
+def test_host_and_device_classes_of_an_op_share_one_measurement_and_nothing_else_does():
+    # ASV runs a setup_cache once per key (module and first line) and hands the result to every class
+    # with that key: the Device and Host classes of one family and op must share it, no others.
+    from asv_runner.benchmarks._base import get_setup_cache_key
 
-
-@pytest.mark.slow
-def test_asv_existing_environment_records_the_commit(tmp_path):
-    repo = project_repo(tmp_path)
-    home = tmp_path / "home"
-    home.mkdir()
-    asv_machine.register("cibox", path=home / ".asv-machine.json")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    env = os.environ | {"HOME": str(home), "MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/fp32/*"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
-         "--machine", "cibox", "--launch-method", "spawn", "--record-samples"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (result_file,) = (repo / "results" / "asv" / "cibox").glob(f"{head[:8]}-existing-*.json")
-    doc = json.loads(result_file.read_text())
-    assert doc["commit_hash"] == head
-    assert doc["params"]["machine"] == "cibox" and "torch" in doc["params"] and "gpu" in doc["params"]
-    cols = doc["result_columns"]
-    row = dict(zip(cols, doc["results"]["asv_cases.GeluMulHost.time_host"]))
-    assert row["params"] == [["'gelu_mul/eager/fp32/t333-h3000'"]]
-    assert row["version"] == asv_suite.VERSION
-    (median,) = row["result"]
-    (samples,) = row["samples"]
-    assert 0 < median < 1 and len(samples) >= 10
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MLPBENCH_TEST_ASV_VIRTUALENV") != "1",
-                    reason="builds a virtualenv and installs torch, triton and the project's dependencies "
-                           "(about 7 minutes); set MLPBENCH_TEST_ASV_VIRTUALENV=1 to run it")
-def test_plain_asv_run_builds_and_installs_each_commit(tmp_path):
-    repo = project_repo(tmp_path)
-    (repo / "README.md").write_text("tiny\n")
-    git(repo, "add", "README.md")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
-    home = tmp_path / "home"
-    home.mkdir()
-    asv_machine.register("cibox", path=home / ".asv-machine.json")
-    env = os.environ | {"HOME": str(home), "MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/fp32/*"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "asv", "run", "--machine", "cibox", "--launch-method", "spawn", "--record-samples", "HEAD~1..HEAD"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=3000,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    files = sorted((repo / "results" / "asv" / "cibox").glob("*-virtualenv-*.json"))
-    assert len(files) == 1  # HEAD~1..HEAD is the one commit after HEAD~1
-    doc = json.loads(files[0].read_text())
-    assert doc["requirements"] == {"torch": "2.13.0"}
-    assert "asv_cases.GeluMulHost.time_host" in doc["results"]
-
-
-def test_mlpbench_asv_runs_one_asv_run_per_op_so_a_kill_loses_one_op():
-    from mlpbench import cli
-
-    chunks = cli._asv_chunks({"MLPBENCH_TIER": "quick", "MLPBENCH_CASES": "gelu_mul/eager/*,linear/*"})
-    assert [what for _, what in chunks] == ["linear", "gelu_mul", "compile time"]  # registry.OPS order
-    regex = dict((what, rx) for rx, what in chunks)["gelu_mul"]
-    import re
-
-    assert re.search(regex, "asv_cases.GeluMulHost.time_host")
-    assert not re.search(regex, "asv_cases.GeluMulTrainHost.time_host")
-    assert "MLPBENCH_CASES" not in os.environ  # the selection was read, not left behind
+    keys = {}
+    for fam, classes in FAMILIES.items():
+        for cls_name, cls in classes.items():
+            keys.setdefault(get_setup_cache_key(cls.setup_cache), []).append(f"{fam}.{cls_name}")
+    for owners in keys.values():
+        stems = {o.removesuffix("Device").removesuffix("Host") for o in owners}
+        assert len(stems) == 1 and len(owners) <= 2, owners
 
 
 def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
@@ -119,34 +114,125 @@ def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
     assert out == {"skipped": {"skip": "needs a GPU"}, "broken": {"error": "RuntimeError: compile error"},
                    "fine": {"value": 1.0}}
     with pytest.raises(NotImplementedError, match="needs a GPU"):
-        asv_suite._from_cache(out, "skipped")
+        asv_suite._entry(out, "skipped")
 
 
-def test_dynamic_recompile_is_a_class_of_mlp_cases_and_skips_happen_in_setup(monkeypatch):
-    # Probed with dynamic=True for the MLP only: a class of its own, so no case needs skipping (raised
-    # from a benchmark's body, NotImplementedError is a failure to ASV, not a skip:
-    # results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
-    monkeypatch.setattr(asv_suite, "probe", lambda case_id, dynamic=False: {
-        "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "dynamic": dynamic})
-    static, dynamic = asv_suite.compile_class(), asv_suite.compile_dynamic_class()
-    assert dynamic.params[0] and all(i.startswith("mlp/") for i in dynamic.params[0])
-    assert any(not i.startswith("mlp/") for i in static.params[0])
-    mlp = dynamic.params[0][0]
+def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkeypatch):
+    monkeypatch.setattr(asv_suite, "probe", lambda case_id, dynamic=False, sequence=False: {
+        "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "total_s": 3.0})
+    monkeypatch.setattr(asv_suite, "_probe_here", lambda case: None)
+    classes = asv_suite.compile_classes("standard")
+    static, dynamic = classes["CompileTime"], classes["CompileTimeDynamic"]
+    assert [registry.case_by_id(i).op for i in static.params[0]] == list(registry.OPS)
+    assert all(registry.case_by_id(i).variant == "compiled" for i in static.params[0])
+    (mlp,) = dynamic.params[0]
     assert dynamic().track_recompile_new_shape_dynamic(dynamic().setup_cache(), mlp) == 0.01
     assert static().track_recompile_new_shape(static().setup_cache(), mlp) == 0.5
-    for cls in (static, dynamic, asv_suite.sequence_class()):
+    # ASV counts NotImplementedError raised in a benchmark's body as a failure: skips happen in setup
+    # (results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
+    for cls in classes.values():
         with pytest.raises(NotImplementedError, match="needs a GPU"):
             cls.setup(cls(), {"x": {"skip": "needs a GPU"}}, "x")
+    assert asv_suite.compile_classes("large") == {}
 
 
-def test_every_generated_class_has_a_setup_cache_of_its_own(monkeypatch):
-    # ASV hands one setup_cache result to every class whose setup_cache has the same key (module and
-    # line): generated classes share a line, and a shared key fed one class's cache to the others.
-    from asv_runner.benchmarks._base import get_setup_cache_key
+def test_machine_entry_splits_series_on_the_stack_not_on_the_host(tmp_path, monkeypatch):
+    path = tmp_path / "machines.json"
+    entry = asv_machine.register("box", path=path)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 1 and doc["box"] == entry
+    assert set(asv_machine.SPLIT_KEYS) <= set(entry) and entry["os"] == "Linux"
+    from mlpbench import envinfo
 
-    monkeypatch.setenv("MLPBENCH_TIER", "quick")
-    monkeypatch.delenv("MLPBENCH_CASES", raising=False)
-    made = [asv_suite.device_class(op) for op in registry.OPS] + [
-        asv_suite.compile_class(), asv_suite.compile_dynamic_class(), asv_suite.sequence_class()]
-    keys = [get_setup_cache_key(cls.setup_cache) for cls in made]
-    assert len(set(keys)) == len(made), keys
+    monkeypatch.setattr(envinfo, "environment", lambda: {
+        "device": "cuda", "gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11", "triton": "3.6",
+        "liger_kernel": "0.8.5", "kernels": "0.17.2", "cpu": "x"})
+    monkeypatch.setattr(envinfo, "machine_slug", lambda: "h200")
+    gpu = asv_machine.machine_entry()
+    assert gpu["machine"] == "h200" and gpu["gpu"] == "NVIDIA H200"
+    assert all(gpu[k] == asv_machine.ANY_HOST for k in asv_machine.HOST_FIELDS)
+
+
+def _home(tmp_path: Path) -> dict:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return os.environ | {"HOME": str(home)}
+
+
+def test_asv_machine_yes_registers_the_same_entry_as_mlpbench(tmp_path):
+    repo, env = project_repo(tmp_path), _home(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads((Path(env["HOME"]) / ".asv-machine.json").read_text())
+    entry = asv_machine.machine_entry()
+    assert doc[entry["machine"]] == entry
+
+
+def test_benchmarks_json_discovered_here_equals_the_committed_one(tmp_path):
+    # ASV rewrites results/asv/benchmarks.json from what it discovers; `asv publish` draws only what
+    # that file lists. The set is fixed, so a machine without a GPU discovers exactly the committed file.
+    repo, env = project_repo(tmp_path), _home(tmp_path)
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "asv", "run", "-E", f"existing:{sys.executable}", "--bench",
+                           "just-discover"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    made = (repo / "results" / "asv" / "benchmarks.json").read_bytes()
+    committed = subprocess.run(["git", "show", "HEAD:results/asv/benchmarks.json"], cwd=ROOT,
+                               capture_output=True, check=True).stdout
+    assert made == committed, ("the benchmarks changed: regenerate results/asv/benchmarks.json with "
+                               "`asv run -E existing:$(which python) --bench just-discover` and commit it")
+
+
+@pytest.mark.slow
+def test_asv_run_in_an_existing_environment_records_the_commit(tmp_path):
+    repo, env = project_repo(tmp_path), _home(tmp_path)
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    proc = subprocess.run(
+        [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}", "--set-commit-hash", head,
+         "--record-samples", "--bench", r"^standard\.LinearHost\.track_host_time\('eager', 'fp32'"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    machine = asv_machine.machine_entry()["machine"]
+    (result_file,) = (repo / "results" / "asv" / machine).glob(f"{head[:8]}-existing-*.json")
+    doc = json.loads(result_file.read_text())
+    assert doc["commit_hash"] == head and doc["params"]["machine"] == machine
+    row = dict(zip(doc["result_columns"], doc["results"]["standard.LinearHost.track_host_time"]))
+    assert row["version"] == asv_suite.VERSION
+    values = dict(zip(itertools.product(*row["params"]), row["result"]))
+    median = values[("'eager'", "'fp32'", "'t1024-i32-o64'")]
+    assert 0 < median < 1
+    (samples,) = [s for s in row["samples"] if s]
+    assert len(samples) >= 5
+
+
+@pytest.mark.slow
+def test_plain_asv_run_in_a_virtualenv_it_makes_runs_our_kernel_from_the_installed_wheel(tmp_path):
+    # ASV builds the project's wheel at the commit and installs it in a virtualenv of its own: the
+    # kernel repository must travel in the wheel (it once did not, and every `ours` case failed).
+    repo, env = project_repo(tmp_path), _home(tmp_path)
+    (repo / "README.md").write_text("a second commit, so that HEAD^! names one\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-qm", "two")
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    bench = r"^quick\.GeluMulTrainHost\.track_host_time\('(eager|ours)', 'fp32'"
+    proc = subprocess.run([sys.executable, "-m", "asv", "run", "--record-samples", "--show-stderr", "--bench", bench,
+                           "HEAD^!"], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "failed" not in out.lower(), out[-4000:]
+    # Our kernel loaded from site-packages, ran under the interpreter and matched float64, and was
+    # then skipped from timing, as on every CPU.
+    assert re.search(r"gelu_mul_train/ours/fp32/t333-h3000: skipped \(correctness checked", out), out[-4000:]
+    machine = asv_machine.machine_entry()["machine"]
+    (result_file,) = (repo / "results" / "asv" / machine).glob("*-virtualenv-*.json")
+    doc = json.loads(result_file.read_text())
+    assert doc["requirements"] == {"torch": "2.13.0"}
+    row = dict(zip(doc["result_columns"], doc["results"]["quick.GeluMulTrainHost.track_host_time"]))
+    values = dict(zip(itertools.product(*row["params"]), row["result"]))
+    assert values[("'eager'", "'fp32'", "'t333-h3000'")] > 0

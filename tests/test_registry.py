@@ -70,12 +70,6 @@ def test_case_by_id_round_trips_and_rejects_unknown():
         registry.case_by_id("mlp/eager/bf16/t0")
 
 
-def test_compile_probes_are_compiled_cases_one_per_op():
-    probes = registry.compile_probe_cases("standard")
-    assert {c.op for c in probes} == set(registry.OPS)
-    assert all(c.variant == "compiled" for c in probes)
-
-
 def test_token_sweep_for_the_overhead_crossover():
     sweep = {c.shape.as_dict()["t"] for c in registry.select("standard", ops=["mlp"], variants=["compiled"], dtypes=["bf16"])
              if c.shape.id.endswith("d768-h3072")}
