@@ -1,4 +1,4 @@
-"""ASV benchmarks, large family: the shapes only the full tier adds (the full tier is standard + large).
+r"""ASV benchmarks, large family: the shapes only the full tier adds (the full tier is standard + large).
 
 Generated from the case registry by mlpbench.asv_suite; select with `asv run --bench '^large\.'`.
 """

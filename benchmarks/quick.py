@@ -1,4 +1,4 @@
-"""ASV benchmarks, quick family: CPU-sized shapes (registry tier quick): the suite's CPU runs, and CI.
+r"""ASV benchmarks, quick family: CPU-sized shapes (registry tier quick): the suite's CPU runs, and CI.
 
 Generated from the case registry by mlpbench.asv_suite; select with `asv run --bench '^quick\.'`.
 """

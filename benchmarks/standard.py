@@ -1,4 +1,4 @@
-"""ASV benchmarks, standard family: the nightly set (registry tier standard): GPU-sized shapes and the small shapes every tier shares.
+r"""ASV benchmarks, standard family: the nightly set (registry tier standard): GPU-sized shapes and the small shapes every tier shares.
 
 Generated from the case registry by mlpbench.asv_suite; select with `asv run --bench '^standard\.'`.
 """

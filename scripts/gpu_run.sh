@@ -34,6 +34,17 @@ if [ -f .asvrepo.bundle ]; then
 fi
 head=$(git rev-parse HEAD)
 touch /tmp/gpu_run.start
+# Compiler caches for one step: FRESH=1 gives each timed step empty Inductor and Triton caches of its
+# own, so that `mlpbench run` and `asv run` compile from the same (cold) start and their wall times
+# compare; the asv step's caches stay in /tmp/mlpbench-cache-asv for a later nightly on the same box.
+caches() {
+    [ "${FRESH:-0}" = 1 ] || return 0
+    local dir=/tmp/mlpbench-cache-$1
+    [ "$1" = nightly ] && [ -d /tmp/mlpbench-cache-asv ] && dir=/tmp/mlpbench-cache-asv
+    [ "$1" = nightly ] || rm -rf "$dir"
+    export TORCHINDUCTOR_CACHE_DIR=$dir/inductor TRITON_CACHE_DIR=$dir/triton
+    echo "caches for $1: $dir"
+}
 # Only files this run wrote go back: the device returns at most 8.
 new_pytest_results() { find results/pytest -name '[!.]*.json' -newer /tmp/gpu_run.start -exec cp {} "$out/" \; ; }
 
@@ -46,10 +57,12 @@ for step in $steps; do
             -p no:cacheprovider > "$out/gpu-tests.log" 2>&1
         echo "tests rc=$?"; tail -2 "$out/gpu-tests.log" ;;
     run)
+        caches run
         /usr/bin/time -f "mlpbench run wall %e s" python3 -m mlpbench.cli run --tier standard > "$out/run.log" 2>&1
         echo "run rc=$?"; grep "wall" "$out/run.log"
         new_pytest_results ;;
     asv)
+        caches asv
         python3 -m asv machine --yes > "$out/asv.log" 2>&1
         /usr/bin/time -f "asv run wall %e s" python3 -m asv run -E "existing:$(command -v python3)" \
             --set-commit-hash "$head" --record-samples --show-stderr --bench '^standard\.\w+(Device|Host)\.' \
@@ -57,6 +70,7 @@ for step in $steps; do
         echo "asv rc=$?"; grep "wall" "$out/asv.log"
         tar czf "$out/asv-results.tgz" results/asv ;;
     nightly)
+        caches nightly
         /usr/bin/time -f "nightly wall %e s" python3 -m mlpbench.cli nightly --summary "$out/nightly-summary.md" \
             >> "$out/nightly.log" 2>&1
         echo "nightly rc=$?"; tail -4 "$out/nightly.log"
