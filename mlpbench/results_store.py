@@ -22,8 +22,8 @@ results whose benchmark versions it lists. Each store commit records the commit 
 - any other commit (a late run of an older commit): the branch's copy is kept.
 
 Exit status: 0 stored (or nothing new), 2 bad input or a refused benchmarks.json, 3 the push kept
-failing. On 2 and 3 nothing leaves results/asv: the night's files stay there for the workflow's
-artifact.
+failing. The store never moves or deletes a file of results/asv: when it fails, the night's files
+are still there for the workflow's artifact.
 """
 
 from __future__ import annotations
@@ -179,8 +179,9 @@ def _commit(repo: Path, tip: str | None, blobs: dict[str, str], message: str) ->
 
 
 def store(repo: Path, machine: str, remote: str = "origin", branch: str = "results", attempts: int = 5,
-          backoff_s: float = 2.0, measured: str | None = None) -> Stored:
-    """Push results/asv/<machine>/** and results/asv/benchmarks.json of `repo` onto `branch` of `remote`.
+          backoff_s: float = 2.0) -> Stored:
+    """Push results/asv/<machine>/** and results/asv/benchmarks.json of `repo` onto `branch` of
+    `remote`, recorded as measured at `repo`'s checked-out commit.
 
     Retries a failed push up to `attempts` times in all, waiting about `backoff_s` × the attempt
     number (jittered, so racing machines fall out of step) between tries. Raises StoreError."""
@@ -194,7 +195,7 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
     if top.returncode:
         raise StoreError(f"{repo} is not a git checkout", 2)
     root = Path(top.stdout.strip())
-    measured = measured or _git(root, "rev-parse", "HEAD").stdout.strip()
+    measured = _git(root, "rev-parse", "HEAD").stdout.strip()
     folder = root / "results" / "asv" / machine
     files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
     if not files:
