@@ -102,8 +102,9 @@ def _benchmarks_difference(ours: dict, theirs: dict) -> str:
         return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
     parts = []
-    only_ours, only_theirs = _benchmark_names(ours) - _benchmark_names(theirs), _benchmark_names(theirs) - _benchmark_names(ours)
-    changed = {k for k in _benchmark_names(ours) & _benchmark_names(theirs) if ours[k] != theirs[k]}
+    here, there = _benchmark_names(ours), _benchmark_names(theirs)
+    only_ours, only_theirs = here - there, there - here
+    changed = {k for k in here & there if ours[k] != theirs[k]}
     if ours.get("version") != theirs.get("version"):
         parts.append(f"file version {ours.get('version')!r} here, {theirs.get('version')!r} on the branch")
     if only_ours:
@@ -159,8 +160,10 @@ def _identity(repo: Path) -> list[str]:
     return ["-c", f"user.name={IDENTITY[0]}", "-c", f"user.email={IDENTITY[1]}"]
 
 
-def _commit(repo: Path, tip: str | None, blobs: dict[str, str], message: str) -> tuple[str | None, list[str], list[str]]:
-    """(new commit on top of `tip` holding `blobs` by path, or None when `tip` holds them all; added; replaced)."""
+def _commit(repo: Path, tip: str | None, blobs: dict[str, str],
+            message: str) -> tuple[str | None, list[str], list[str]]:
+    """(new commit on top of `tip` holding `blobs` by path, or None when `tip` holds them all;
+    paths added; paths replaced)."""
     with tempfile.TemporaryDirectory(prefix="mlpbench-store-") as tmp:
         env = os.environ | {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(repo, "read-tree", *([tip] if tip else ["--empty"]), env=env)

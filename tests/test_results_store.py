@@ -155,7 +155,7 @@ def test_benchmarks_json_that_differs_for_the_same_commit_is_refused(tmp_path):
     # A late run of the earlier commit lands its results but leaves the newer definitions in place.
     _write_result(first, "h200", "0dd00dd0")
     done = results_store.store(first, "h200", attempts=1)
-    assert f"results/asv/h200/0dd00dd0-existing-py.json" in done.added and BENCHMARKS not in done.replaced
+    assert "results/asv/h200/0dd00dd0-existing-py.json" in done.added and BENCHMARKS not in done.replaced
     assert _on_branch(origin)[BENCHMARKS] == _blob_sha((second / BENCHMARKS).read_bytes())
 
 
