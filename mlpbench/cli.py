@@ -82,6 +82,16 @@ def _parser() -> argparse.ArgumentParser:
     nig.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
     nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
     nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
+
+    sto = sub.add_parser("store", help="put this machine's ASV results on the results branch and push, "
+                                       "building again on the new tip when another machine pushed first")
+    sto.add_argument("--machine", required=True, help="ASV machine name: results/asv/<machine>/ is stored")
+    sto.add_argument("--repo", type=Path, default=ROOT, help="the checkout holding results/asv (default: this one)")
+    sto.add_argument("--remote", default="origin", help="remote to push to (default: origin)")
+    sto.add_argument("--branch", default="results", help="branch holding the results (default: results)")
+    sto.add_argument("--attempts", type=int, default=5, help="pushes to try before giving up (default: 5)")
+    sto.add_argument("--backoff", type=float, default=2.0, metavar="SECONDS",
+                     help="wait about SECONDS × the attempt number between tries (default: 2)")
     return p
 
 
@@ -309,9 +319,16 @@ def _summarise(json_path: Path, outcomes_path: Path) -> None:
             print("\nNot timed:\n" + text + f"\n\n(from {outcomes_path})")
 
 
+def _store(args) -> int:
+    from . import results_store
+
+    return results_store.run(args)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return {"run": _run, "asv": _asv, "check": _check, "report": _report, "nightly": _nightly}[args.command](args)
+    return {"run": _run, "asv": _asv, "check": _check, "report": _report, "nightly": _nightly,
+            "store": _store}[args.command](args)
 
 
 if __name__ == "__main__":

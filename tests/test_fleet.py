@@ -1,0 +1,87 @@
+"""The fleet view on a fabricated tidy DataFrame of two machines, one case lagging on one of them."""
+
+import pandas as pd
+import pytest
+
+from mlpbench import fleet
+
+GELU = ("gelu_mul", "ours", "bf16", "t8192-h3072")
+MLP = ("mlp", "ours", "bf16", "t8192-d768-h3072")
+LINEAR = ("linear", "eager", "bf16", "t8192-i4096-o4096")
+WORK = {GELU: (0, 3 * 8192 * 3072 * 2), MLP: (6 * 8192 * 768 * 3072, 2 * (2 * 8192 * 768 + 3 * 768 * 3072)),
+        LINEAR: (2 * 8192 * 4096 * 4096 + 8192 * 4096, 2 * (2 * 8192 * 4096 + 4096 * 4096 + 4096))}
+CEILINGS = {"h200": {"copy_bandwidth_Bps": 4.0e12, "gemm_bf16_flops": 800e12},
+            "h100": {"copy_bandwidth_Bps": 3.0e12, "gemm_bf16_flops": 600e12}}
+
+
+def _time_for(case, machine, fraction):
+    """The device time at which `case` reaches `fraction` of `machine`'s ceiling."""
+    flops, moved = WORK[case]
+    c = CEILINGS[machine]
+    return flops / (fraction * c["gemm_bf16_flops"]) if flops else moved / (fraction * c["copy_bandwidth_Bps"])
+
+
+def _row(source, machine, commit, date, case, value, with_work):
+    flops, moved = WORK[case] if with_work else (None, None)
+    metric = {"asv": "track_device_time", "pytest": "device_time_s"}[source]
+    return {"source": source, "machine": machine, "commit": commit, "date": date,
+            **dict(zip(("op", "variant", "dtype", "shape_id"), case)), "flops": flops, "bytes": moved,
+            "metric": metric, "value": value}
+
+
+def _tidy():
+    """Rows as report.tidy makes them: ASV rows without work figures, over two commits; one
+    pytest run per machine carrying FLOPs and bytes; unrelated metrics mixed in."""
+    rows = []
+    for machine in CEILINGS:
+        for case in WORK:
+            # The MLP is at 25% of the ceiling on the h100 in the latest commit, 80% elsewhere.
+            latest = 0.25 if (machine, case) == ("h100", MLP) else 0.8
+            rows.append(_row("asv", machine, "c2", 2000, case, _time_for(case, machine, latest), False))
+            rows.append(_row("asv", machine, "c1", 1000, case, _time_for(case, machine, 0.5), False))
+            rows.append(_row("pytest", machine, None, None, case, _time_for(case, machine, 0.6), True))
+            rows.append({**_row("asv", machine, "c2", 2000, case, 123.0, False), "metric": "time_host"})
+    return pd.DataFrame(rows)
+
+
+def test_a_case_lagging_on_one_machine_leads_and_names_it():
+    wide = fleet.side_by_side(_tidy(), CEILINGS)
+
+    first = wide.index[0]
+    assert first == ("asv", *MLP), wide.index.tolist()
+    assert wide.loc[first, ("behind", "")] == "h100"
+    assert wide.loc[first, ("spread", "")] == pytest.approx(0.8 / 0.25)
+    # the latest commit's figure, against each machine's own ceiling
+    assert wide.loc[("asv", *MLP), ("of_ceiling", "h200")] == pytest.approx(0.8)
+    assert wide.loc[("asv", *MLP), ("of_ceiling", "h100")] == pytest.approx(0.25)
+    assert wide.loc[("asv", *GELU), ("of_ceiling", "h100")] == pytest.approx(0.8)
+    assert wide.loc[("asv", *LINEAR), ("device_time_s", "h200")] == pytest.approx(_time_for(LINEAR, "h200", 0.8))
+    for case in (GELU, LINEAR):
+        assert wide.loc[("asv", *case), ("spread", "")] == pytest.approx(1.0)
+    assert wide.loc[("pytest", *MLP), ("of_ceiling", "h100")] == pytest.approx(0.6)
+    assert len(wide) == 2 * len(WORK)
+
+    text = fleet.markdown(wide)
+    lines = text.splitlines()
+    assert lines[0].startswith("| case | source | h100 | h200 | spread | behind |")
+    assert lines[2].startswith(f"| {'/'.join(MLP)} | asv |") and "· 25%" in lines[2]
+    assert lines[2].endswith("| 3.20× | h100 |"), lines[2]
+
+
+def test_without_a_machine_ceiling_the_slower_machine_is_behind():
+    wide = fleet.side_by_side(_tidy(), {"h200": CEILINGS["h200"]})
+
+    assert wide[("of_ceiling", "h100")].isna().all()
+    assert wide.loc[("asv", *GELU), ("of_ceiling", "h200")] == pytest.approx(0.8)
+    mlp = wide.loc[("asv", *MLP)]
+    assert mlp[("behind", "")] == "h100"
+    assert mlp[("spread", "")] == pytest.approx(_time_for(MLP, "h100", 0.25) / _time_for(MLP, "h200", 0.8))
+    row = next(line for line in fleet.markdown(wide).splitlines() if line.startswith(f"| {'/'.join(MLP)} | asv |"))
+    h100_cell = row.split(" | ")[2]
+    assert h100_cell.endswith("µs") and "%" not in h100_cell, row
+
+
+def test_no_device_time_gives_an_empty_table():
+    df = _tidy()
+    assert fleet.side_by_side(df[df["metric"] == "time_host"], CEILINGS).empty
+    assert fleet.markdown(pd.DataFrame()) == ""

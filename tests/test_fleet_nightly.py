@@ -1,0 +1,81 @@
+"""The fleet's night end to end on a CPU: two machines each run the nightly and store their results
+on one bare repository's `results` branch, then one `asv publish` over that branch shows both.
+
+The shell steps that restore and gather the results are the workflow's own."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from project_copy import git, project_repo
+
+from mlpbench import asv_offline
+
+WORKFLOW = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "nightly.yml"
+# One benchmark of the quick family, through ASV's own --bench (its setup_cache compiles once).
+BENCH = r"^quick\.GeluMulTrainHost\.track_host_time\('eager', 'fp32'"
+MACHINES = ("box-a", "box-b")
+
+
+def _nightly(clone: Path, home: Path, machine: str) -> subprocess.CompletedProcess:
+    """One machine's night, narrowed to one quick case."""
+    return subprocess.run(
+        [sys.executable, "-m", "mlpbench.cli", "nightly", "--repo", str(clone), "--bench", BENCH,
+         "--machine", machine, "--no-publish", "--summary", str(clone / "summary.md")],
+        cwd=clone, env=os.environ | {"HOME": str(home)}, capture_output=True, text=True, timeout=900,
+    )
+
+
+def _workflow_step(job: str, name: str) -> str:
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"][job]["steps"]
+    return next(s["run"] for s in steps if s.get("name") == name)
+
+
+def _run(cmd, cwd, env=None):
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{cmd}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.mark.slow
+def test_two_machines_store_on_one_branch_and_publish_one_report(tmp_path):
+    assets = asv_offline.default_cache_dir()
+    try:
+        asv_offline.fetch_assets(assets)
+    except asv_offline.AssetError as exc:
+        pytest.skip(f"asv report assets are not cached in {assets} and cannot be fetched: {exc}")
+    repo, home = project_repo(tmp_path), tmp_path / "home"
+    home.mkdir()
+    git(tmp_path, "clone", "-q", "--bare", str(repo), "origin.git")
+    origin = tmp_path / "origin.git"
+    head = _run(["git", "rev-parse", "HEAD"], repo).stdout.strip()
+
+    for machine in MACHINES:
+        clone = tmp_path / machine
+        git(tmp_path, "clone", "-q", str(origin), str(clone))
+        _run(["bash", "-c", _workflow_step("nightly", "Restore the results of earlier nights")], clone)
+        night = _nightly(clone, home, machine)
+        assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
+        stored = _run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", machine, "--repo", str(clone),
+                       "--backoff", "0.1"], clone)
+        assert "files added" in stored.stdout, stored.stdout
+
+    on_branch = _run(["git", "ls-tree", "-r", "--name-only", "results"], origin).stdout.split()
+    for machine in MACHINES:
+        assert f"results/asv/{machine}/machine.json" in on_branch, on_branch
+        assert any(p.startswith(f"results/asv/{machine}/{head[:8]}-") for p in on_branch), on_branch
+    assert "results/asv/benchmarks.json" in on_branch
+
+    site = tmp_path / "site"
+    git(tmp_path, "clone", "-q", str(origin), str(site))
+    _run(["bash", "-c", _workflow_step("publish", "Every machine's results from the results branch")], site)
+    _run([sys.executable, "-m", "asv", "publish"], site,
+         os.environ | {"HOME": str(home), "MLPBENCH_ASV_ASSETS": str(assets)})
+    index = json.loads((site / "results" / "html" / "index.json").read_text())
+    assert sorted(index["params"]["machine"]) == sorted(MACHINES), index["params"]
+    graphs = list((site / "results" / "html" / "graphs").rglob("*.json"))
+    assert {m for m in MACHINES if any(f"machine-{m}" in str(g) for g in graphs)} == set(MACHINES)
