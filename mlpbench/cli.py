@@ -99,6 +99,9 @@ def _check(args) -> int:
     if args.threshold is not None and not 0 <= args.threshold < 1000:
         print(f"mlpbench: error: --threshold {args.threshold} is not a percentage in [0, 1000)", file=sys.stderr)
         return 2
+    if args.last is not None and args.base_results is not None:
+        print("mlpbench: error: --base-results goes with --base and --head, not --last", file=sys.stderr)
+        return 2
     if args.last is not None and args.last < 2:
         print(f"mlpbench: error: --last {args.last}: need at least 2 commits", file=sys.stderr)
         return 2
@@ -113,7 +116,7 @@ def _check(args) -> int:
                 for commit, v in steps:
                     print(f"{commit[:8]}: {v.benchmark}({v.param}) {v.ratio:.4f}× ({v.test})")
                 if not steps:
-                    print(f"no regression over the last {args.last} commits")
+                    print(f"no regression over the last {args.last} commits with readable results")
                 return 1 if steps else 0
             base_points = gate.load(args.base_results) if args.base_results else None
             verdicts = gate.compare(points, args.base, args.head, args.machine, threshold, base_points)

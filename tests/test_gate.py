@@ -118,6 +118,58 @@ def test_unreadable_base_exits_2_and_corrupt_files_are_named(results):
     assert "revision 'aaaa' matches no commit" in proc.stderr
 
 
+@pytest.fixture
+def only_truncated(tmp_path_factory):
+    """A results folder whose only file was cut off while ASV wrote it."""
+    folder = tmp_path_factory.mktemp("truncated")
+    full = _write(folder, A, 1, [36.5e-6, 220e-6], seed=1)
+    full.write_text(full.read_text()[:300])
+    return folder
+
+
+@pytest.fixture
+def only_failed(tmp_path_factory):
+    """Two commits whose every benchmark failed: ASV stores null for each value."""
+    folder = tmp_path_factory.mktemp("failed")
+    for commit, date in ((A, 1), (B, 2)):
+        path = _write(folder, commit, date, [36.5e-6, 220e-6], seed=1)
+        doc = json.loads(path.read_text())
+        for row in doc["results"].values():
+            row[0] = [None] * len(row[0])
+        path.write_text(json.dumps(doc))
+    return folder
+
+
+@pytest.mark.parametrize("folder", ["only_truncated", "only_failed"])
+@pytest.mark.parametrize("mode", ["base-head", "last", "base-results"])
+def test_nothing_readable_for_the_commits_asked_for_exits_2(request, results, folder, mode):
+    empty = request.getfixturevalue(folder)
+    args = {"base-head": ["--results", str(empty), "--base", "aaaa", "--head", "bbbb"],
+            "last": ["--results", str(empty), "--last", "3"],
+            "base-results": ["--results", str(results), "--base-results", str(empty), "--base", "aaaa",
+                             "--head", "bbbb"]}[mode]
+    proc = _check(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no regression" not in proc.stdout and "Traceback" not in proc.stderr
+    assert "mlpbench: error:" in proc.stderr
+
+
+def test_history_over_one_readable_commit_exits_2_and_skips_unreadable_ones(results):
+    (results / "h200" / "bbbbbbbb-existing.json").write_text("{ cut")
+    (results / "h200" / "cccccccc-existing.json").unlink()
+    proc = _check("--results", str(results), "--last", "3")
+    assert proc.returncode == 2 and "found 1" in proc.stderr
+    _write(results, C, 3, [36.5e-6 * 1.05, 220e-6], seed=3)
+    proc = _check("--results", str(results), "--last", "3")  # a and c readable, b skipped by name
+    assert proc.returncode == 1 and "bbbbbbbb-existing.json" in proc.stderr
+    assert proc.stdout.startswith("cccccccc:")
+
+
+def test_base_results_with_last_exits_2(results):
+    proc = _check("--results", str(results), "--base-results", str(results), "--last", "3")
+    assert proc.returncode == 2 and "--base-results goes with --base and --head" in proc.stderr
+
+
 def test_missing_results_folder_exits_2(tmp_path):
     proc = _check("--results", str(tmp_path / "nope"), "--base", "a", "--head", "b")
     assert proc.returncode == 2 and "does not exist" in proc.stderr
