@@ -175,8 +175,8 @@ def test_missing_results_folder_exits_2(tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-def test_the_committed_h200_runs_of_identical_code_show_no_device_regression():
-    verdicts = gate.compare(gate.load(ROOT / "results" / "asv"), "45327a1", "78787db")
+def test_the_committed_h200_runs_of_identical_code_show_no_device_regression(committed_results):
+    verdicts = gate.compare(gate.load(committed_results / "asv"), "45327a1", "78787db")
     device = [v for v in verdicts if v.benchmark.endswith("track_device_time")]
     assert len(device) == 4 and all(v.verdict == "unchanged" for v in device)
 
@@ -257,13 +257,13 @@ def test_between_run_trials_use_one_run_as_base_and_the_other_as_head():
     assert detection.between_runs(run1, shifted, n_trials=20, slowdowns=(0.0,))["flagged"].all()
 
 
-def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernel():
+def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernel(committed_results):
     """Real H200 runs: commit 66a83ba twice (results/asv, results/asv-aa), and the unmerged
     demo/slow-block branch (results/asv-slowdown), whose kernel has a poor block size."""
-    base = gate.load(ROOT / "results" / "asv")
-    aa = gate.compare(gate.load(ROOT / "results" / "asv-aa"), "66a83ba", "66a83ba", base_points=base)
+    base = gate.load(committed_results / "asv")
+    aa = gate.compare(gate.load(committed_results / "asv-aa"), "66a83ba", "66a83ba", base_points=base)
     assert len(aa) == 180 and all(v.verdict == "unchanged" for v in aa)
-    slow = gate.compare(gate.load(ROOT / "results" / "asv-slowdown"), "66a83ba", "7b82bf3", base_points=base)
+    slow = gate.compare(gate.load(committed_results / "asv-slowdown"), "66a83ba", "7b82bf3", base_points=base)
     flagged = {v.param for v in slow if v.verdict == "regression"}
     assert flagged and all("/ours/" in p for p in flagged)
     assert all(v.verdict == "unchanged" for v in slow if "/ours/" not in v.param)
