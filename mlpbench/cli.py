@@ -10,6 +10,11 @@ passed or was skipped with a reason, 1 when a case failed (a wrong result, a cra
 
 runs the ASV benchmarks in this Python (a GPU box's own CUDA torch, no network needed) for the
 checked-out commit and records them under its hash in results/asv/<machine>/.
+
+    mlpbench report [--results DIR] [--output DIR] [--pages DIR]
+
+reads every result under results/ and writes the report (--output: report.html, report.md,
+report.csv) and the per-machine results pages (--pages: docs/results/<machine>.md).
 """
 
 from __future__ import annotations
@@ -63,9 +68,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="flag slowdowns above PCT percent (default: 3× each benchmark's noise, at least 2%%, 3%% for compiled cases)")
     chk.add_argument("--json", action="store_true", help="verdicts as JSON instead of markdown")
 
-    rep = sub.add_parser("report", help="all results as one tidy table, markdown and a self-contained HTML page with plots")
+    rep = sub.add_parser("report", help="all results as one tidy table, markdown and a self-contained HTML page with "
+                                        "plots; with --pages, the per-machine results pages")
     rep.add_argument("--results", type=Path, default=ROOT / "results", help="folder holding pytest/ and asv/")
-    rep.add_argument("--output", type=Path, required=True, help="folder for report.md, report.html, report.csv")
+    rep.add_argument("--output", type=Path, help="folder for report.md, report.html, report.csv")
+    rep.add_argument("--pages", type=Path, metavar="DIR",
+                     help="also write one markdown page per machine into DIR (the repository's: docs/results)")
 
     asv = sub.add_parser("asv", help="run ASV in this environment for the checked-out commit")
     asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
@@ -133,7 +141,11 @@ def _report(args) -> int:
     if not args.results.is_dir():
         print(f"mlpbench: error: results folder {args.results} does not exist", file=sys.stderr)
         return 2
-    return report.main(args.results, args.output)
+    if args.output is None and args.pages is None:
+        print("mlpbench: error: give --output DIR (the report), --pages DIR (the results pages), or both",
+              file=sys.stderr)
+        return 2
+    return report.main(args.results, args.output, args.pages)
 
 
 def _tier_ok(tier: str) -> bool:
