@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import gate, report, tables
+from . import gate, registry, report, tables
 
 EXPECTATIONS = Path(__file__).with_name("expectations.toml")
-OPS = ("gelu_mul", "gelu_mul_train", "mlp", "linear")
+OPS = tuple(registry.OPS)
 # ASV folders beside asv/ hold a second run of a commit (an A/A check) or a branch's run, to be
 # gated against asv/: their names start with "asv-".
 EXTRA_ASV = "asv-"
@@ -278,7 +278,7 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
                  "Our variant's device time over the faster of Inductor (`compiled`) and Liger at each shape "
                  "(below 1: ours is faster). MB moved counts the fewest bytes one call must move; the ceiling "
                  "is the one measured in the same run.")
-        for op in ("gelu_mul", "gelu_mul_train", "mlp"):
+        for op in (op for op in OPS if "ours" in registry.OPS[op]["variants"]):
             t = peer_table(wide, op)
             if t:
                 page.add(f"### {op}")

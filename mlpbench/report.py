@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import gate, tables
+from . import gate, registry, tables
 
 METRICS_FROM_PYTEST = {"device_time_s": "device_iqr_s", "host_time_s": "host_iqr_s",
                        "peak_memory_bytes": None, "kernels_per_call": None}
@@ -258,9 +258,9 @@ def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
         if not rate.empty:
             gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"{dt} GEMM ceiling")
     mem.set(xscale="log", xlabel="bytes moved per call (MB)", ylabel="achieved TB/s",
-            title=f"memory-bound on {machine}: gelu_mul, gelu_mul_train")
+            title=f"memory-bound on {machine}: {', '.join(sorted(set(memory_bound['op'])))}")
     gemm.set(xscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="achieved TFLOP/s",
-             title=f"compute on {machine}: mlp, linear")
+             title=f"compute on {machine}: {', '.join(sorted(set(compute['op'])))}")
     for ax in (mem, gemm):
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
@@ -513,7 +513,7 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
                                          "shape, and the rate it reaches at its largest shape against the "
                                          "ceiling measured in the same run."),
                                 ("table", overview), ("text", sources_line(overview.sources))]))
-        speed = [("plot", f"{op} on {m}", png) for m in machines for op in ("gelu_mul", "gelu_mul_train", "mlp", "linear")
+        speed = [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
                  if (png := speedup_plot(wide, m, op))]
         if speed:
             out.append(("Speedup over eager", [("text", "Per shape and dtype, from the newest run of each shape; "
@@ -535,7 +535,7 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     per_op = []
     for m in machines:
         mw = wide[wide["machine"] == m]
-        for op in ("gelu_mul", "gelu_mul_train", "mlp", "linear"):
+        for op in registry.OPS:
             t = tables.variant_table(mw, op)
             if t:
                 runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))

@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-COMPUTE_BOUND = {"linear", "mlp"}
-VARIANT_ORDER = ("eager", "compiled", "liger", "ours")
+from . import registry
+
+COMPUTE_BOUND = {"linear", "mlp"}  # rated in TFLOP/s against the GEMM ceiling; every other op in GB/s
+VARIANT_ORDER = registry.all_variants()  # column order: eager first, as the registry lists them
 NOISY_SPREAD = 0.10  # IQR / median above this marks a figure noisy
 NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of their median, so the figure, and every "
               "ratio or rate built on it, may be far from what a quiet machine measures; run again with the "
