@@ -31,7 +31,6 @@ METRICS_FROM_PYTEST = {"device_time_s": "device_iqr_s", "host_time_s": "host_iqr
 # ones; both are one metric. Benchmarks are told apart by method name only: the module that holds
 # them has been renamed and may be again.
 ASV_METRIC_ALIASES = {"time_host": "track_host_time"}
-HOST_TIME_METRICS = ("track_host_time",)
 
 # A copy moves one byte read per byte written; GeLU·mul reads two tensors per one written, and on the
 # H200 it ran 2% above the copy kernel of the same run (results/pytest/h200/20261129T224302Z-*.json).

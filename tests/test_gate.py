@@ -234,6 +234,19 @@ def test_compile_time_and_host_time_beside_device_time_are_reported_not_gated(tm
     assert verdicts[("asv_cases.CpuHost.time_host", "linear/eager/fp32/t1024-i32-o64")] == "regression"
 
 
+def test_host_time_is_told_by_method_name_in_old_and_new_result_files(tmp_path):
+    """Benchmarks moved from module asv_cases to standard, and time_host became track_host_time:
+    host time beside device time stays ungated under either name."""
+    for commit, date, scale in ((A, 1, 1.0), (B, 2, 1.3)):
+        path = _write(tmp_path, commit, date, [36.5e-6, 220e-6], seed=1)
+        doc = json.loads(path.read_text())
+        doc["results"] = {"standard.GeluMulDevice.track_device_time": doc["results"]["asv_cases.Device.track_device_time"],
+                          "standard.GeluMulHost.track_host_time": [[1e-4 * scale, 1e-4 * scale], [CASES], "v2", 0, 1.0]}
+        path.write_text(json.dumps(doc))
+    verdicts = {(v.benchmark, v.param): v.verdict for v in gate.compare(gate.load(tmp_path), "a", "b")}
+    assert verdicts[("standard.GeluMulHost.track_host_time", CASES[0].strip("'"))] == "slower (not gated)"
+
+
 def test_compiled_cases_have_the_higher_floor():
     def point(case, value):
         return gate.Point("h200", "x" * 40, 0, "asv_cases.GeluMulDevice.track_device_time", case, "v3", value,
