@@ -124,7 +124,7 @@ def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
 
 def _rate(r) -> str:
     if r["op"] in tables.COMPUTE_BOUND:
-        return f"{r['tflops']:,.1f} TFLOP/s"
+        return f"{r['tflops']:,.1f} TFLOP/s" if r["tflops"] >= 1 else f"{r['tflops'] * 1e3:,.1f} GFLOP/s"
     return f"{r['gbps'] / 1e3:,.2f} TB/s" if r["gbps"] >= 100 else f"{r['gbps']:,.1f} GB/s"
 
 
