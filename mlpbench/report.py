@@ -598,8 +598,9 @@ def write(results: Path, output: Path) -> list[Path]:
                     rendered = (f"<details><summary>{len(item[1].rows)} rows: click to open</summary>"
                                 f"{rendered}</details>")
                 body.append(rendered)
-    for stale in output.glob("plot-*.png"):
-        if int(stale.stem.split("-")[1]) >= k:
+    for stale in output.glob("plot-*.png"):  # plots of an earlier build that this one no longer draws
+        number = stale.stem.split("-", 1)[1]
+        if number.isdigit() and int(number) >= k:
             stale.unlink()
     (output / "report.md").write_text("\n".join(md).rstrip() + "\n")
     df.to_csv(output / "report.csv", index=False)
