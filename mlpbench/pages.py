@@ -117,7 +117,7 @@ def peer_table(wide: pd.DataFrame, op: str) -> tables.Table:
         rows.append([shape, dtype, f"{ours['bytes'] / 1e6:,.1f}",
                      tables.fmt_time(ours["time_s"], ours["time_iqr_s"]),
                      f"{tables.fmt_time(peer['time_s'], peer['time_iqr_s'])} ({peer.name})",
-                     tables.fmt_ratio(ours["time_s"] / peer["time_s"], noisy, 3).rstrip("×").replace("× (", " ("),
+                     f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
                      rate, ceiling])
     what = "GEMM ceiling" if op in tables.COMPUTE_BOUND else "copy ceiling"
     return tables.Table(["shape", "dtype", "MB moved", "ours µs", "faster peer µs", "ours / peer",
@@ -185,17 +185,18 @@ def shard_section(page: Page, shards: pd.DataFrame, single: pd.DataFrame) -> Non
                  f"{len(g)} records from {len(per_shard)} processes, one per GPU "
                  f"({', '.join(f'shard {int(k)}: {n}' for k, n in per_shard.items())}), against the single-GPU "
                  "record of each case from the run nearest in time. Ratio: sharded device time over single-GPU.")
+        files = [run, *sorted(set(both["run_single"]))]
         page.table(tables.Table(["cases", "count", "median ratio", "5th–95th percentile",
-                                 f"within ±{AGREEMENT:.0%}"], rows), [run, *sorted(set(both["run_single"]))])
-        worst = both.assign(ratio=ratio).loc[big].sort_values("ratio", key=lambda r: -abs(r - 1)).head(5)
+                                 f"within ±{AGREEMENT:.0%}"], rows), files)
+        worst = both.assign(ratio=ratio).loc[big].sort_values("ratio", key=lambda r: -abs(r - 1), kind="stable")
         if not worst.empty:
-            page.add("Largest differences, cases of 20 µs or more:")
+            page.add(f"Largest differences, cases of {SMALL_CASE_S * 1e6:.0f} µs or more:")
             page.table(tables.Table(["case", "single µs", "sharded µs", "ratio"], [
                 [r.case, f"{r.device_time_s_single * 1e6:,.1f}", f"{r.device_time_s * 1e6:,.1f}", f"{r.ratio:.3f}"]
-                for r in worst.itertuples()]))
+                for r in worst.head(5).itertuples()]), files)
 
 
-def asv_held(points: dict[str, list[tuple[Path, gate.Point]]], machine: str, results: Path) -> tables.Table:
+def asv_held(points: dict[str, list[tuple[Path, gate.Point]]], machine: str) -> tables.Table:
     """What each ASV folder holds for this machine, per result file."""
     rows = []
     for folder, pts in points.items():
@@ -316,7 +317,7 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
             shard_section(page, shards, wide)
     points = {f.name: report.asv_points(f) for f in sorted(results.iterdir())
               if f.is_dir() and (f.name == "asv" or f.name.startswith(EXTRA_ASV))}
-    held = asv_held(points, machine, results)
+    held = asv_held(points, machine)
     if held:
         page.add("## ASV results held", "Per result file: the commit, the cases it holds, values recorded and "
                                         "failed, and the benchmark version (a new timing method is a new version; "
