@@ -10,6 +10,11 @@ passed or was skipped with a reason, 1 when a case failed (a wrong result, a cra
 
 is one plain `asv run` in this Python (a GPU box's own CUDA torch, no network needed) for the
 checked-out commit, recorded under its hash in results/asv/<machine>/; it prints the command.
+
+    mlpbench report [--results DIR] [--output DIR] [--pages DIR]
+
+reads every result under results/ and writes the report (--output: report.html, report.md,
+report.csv) and the per-machine results pages (--pages: docs/results/<machine>.md).
 """
 
 from __future__ import annotations
@@ -63,9 +68,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="flag slowdowns above PCT percent (default: 3× each benchmark's noise, at least 2%%, 3%% for compiled cases)")
     chk.add_argument("--json", action="store_true", help="verdicts as JSON instead of markdown")
 
-    rep = sub.add_parser("report", help="all results as one tidy table, markdown and a self-contained HTML page with plots")
+    rep = sub.add_parser("report", help="all results as one tidy table, markdown and a self-contained HTML page with "
+                                        "plots; with --pages, the per-machine results pages")
     rep.add_argument("--results", type=Path, default=ROOT / "results", help="folder holding pytest/ and asv/")
-    rep.add_argument("--output", type=Path, required=True, help="folder for report.md, report.html, report.csv")
+    rep.add_argument("--output", type=Path, help="folder for report.md, report.html, report.csv")
+    rep.add_argument("--pages", type=Path, metavar="DIR",
+                     help="also write one markdown page per machine into DIR (the repository's: docs/results)")
 
     asv = sub.add_parser("asv", help="one plain `asv run` in this environment for the checked-out commit")
     asv.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
@@ -106,6 +114,9 @@ def _check(args) -> int:
     if args.threshold is not None and not 0 <= args.threshold < 1000:
         print(f"mlpbench: error: --threshold {args.threshold} is not a percentage in [0, 1000)", file=sys.stderr)
         return 2
+    if args.last is not None and args.base_results is not None:
+        print("mlpbench: error: --base-results goes with --base and --head, not --last", file=sys.stderr)
+        return 2
     if args.last is not None and args.last < 2:
         print(f"mlpbench: error: --last {args.last}: need at least 2 commits", file=sys.stderr)
         return 2
@@ -120,7 +131,7 @@ def _check(args) -> int:
                 for commit, v in steps:
                     print(f"{commit[:8]}: {v.benchmark}({v.param}) {v.ratio:.4f}× ({v.test})")
                 if not steps:
-                    print(f"no regression over the last {args.last} commits")
+                    print(f"no regression over the last {args.last} commits with readable results")
                 return 1 if steps else 0
             base_points = gate.load(args.base_results) if args.base_results else None
             verdicts = gate.compare(points, args.base, args.head, args.machine, threshold, base_points)
@@ -137,7 +148,11 @@ def _report(args) -> int:
     if not args.results.is_dir():
         print(f"mlpbench: error: results folder {args.results} does not exist", file=sys.stderr)
         return 2
-    return report.main(args.results, args.output)
+    if args.output is None and args.pages is None:
+        print("mlpbench: error: give --output DIR (the report), --pages DIR (the results pages), or both",
+              file=sys.stderr)
+        return 2
+    return report.main(args.results, args.output, args.pages)
 
 
 def _tier_ok(tier: str) -> bool:

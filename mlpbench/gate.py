@@ -218,8 +218,15 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
 
 def history(points: list[Point], last: int, machine: str | None = None,
             threshold: float | None = None) -> list[tuple[str, Verdict]]:
-    """Regressions between consecutive commits among the `last` ones, each named by the commit that stepped up."""
-    commits = sorted({(p.date, p.commit) for p in points if machine is None or p.machine == machine})[-last:]
+    """Regressions between consecutive commits among the `last` ones, each named by the commit that stepped up.
+
+    Only commits with a readable value count: a commit whose file was truncated, or whose benchmarks
+    all failed, has nothing to compare. Fewer than two such commits is bad input, never "no regression"."""
+    commits = sorted({(p.date, p.commit) for p in points
+                      if p.value is not None and (machine is None or p.machine == machine)})[-last:]
+    if len(commits) < 2:
+        where = f" for machine {machine!r}" if machine else ""
+        raise GateInputError(f"history needs readable results of at least 2 commits{where}; found {len(commits)}")
     found = []
     for (_, prev), (_, cur) in zip(commits, commits[1:]):
         for v in compare(points, prev, cur, machine, threshold):

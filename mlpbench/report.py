@@ -1,11 +1,13 @@
 """`mlpbench report`: every result in one tidy DataFrame, written out as markdown and one HTML page.
 
-    mlpbench report --results results --output report/
+    mlpbench report --results results --output report/ [--pages docs/results]
 
 Reads pytest-benchmark JSON (results/pytest/**) and ASV result files (results/asv/**). Rows are
-one measurement each: source, machine, commit, op, variant, dtype, shape, metric, value. The HTML
-page embeds its plots (PNG as data URIs) and loads nothing remote, so it can be opened anywhere.
-A file that cannot be read is skipped with a warning naming it.
+one measurement each: source, run (the file it came from), machine, commit, op, variant, dtype,
+shape, metric, value, and the IQR of its samples where it has them. The HTML page opens with a
+summary, then the plots, then the tables; it embeds its plots (PNG as data URIs) and loads nothing
+remote, so it can be opened anywhere. A file that cannot be read is skipped with a warning naming it.
+`--pages` also writes the per-machine results pages (mlpbench/pages.py).
 """
 
 from __future__ import annotations
@@ -14,21 +16,29 @@ import base64
 import html
 import io
 import json
-import os
 import warnings
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from . import gate, tables
+from . import gate, registry, tables
 
-METRICS_FROM_PYTEST = ("device_time_s", "host_time_s", "peak_memory_bytes", "kernels_per_call")
+METRICS_FROM_PYTEST = {"device_time_s": "device_iqr_s", "host_time_s": "host_iqr_s",
+                       "peak_memory_bytes": None, "kernels_per_call": None}
+# ASV names its host-time benchmark `time_host` in older result files and `track_host_time` in newer
+# ones; both are one metric. Benchmarks are told apart by method name only: the module that holds
+# them has been renamed and may be again.
+ASV_METRIC_ALIASES = {"time_host": "track_host_time"}
 
 # A copy moves one byte read per byte written; GeLU·mul reads two tensors per one written, and on the
 # H200 it ran 2% above the copy kernel of the same run (results/pytest/h200/20261129T224302Z-*.json).
 # A ceiling exceeded by more than this margin was mis-measured (timing v1 recorded 2.77 TB/s, with
 # the copy inside a CUDA graph, where kernels reached 4.37 TB/s: results/archive/h200-timing-v1/).
 SUSPECT_MARGIN = 1.10
+# More lines than this in one axes can no longer be followed by eye; a figure with more is split.
+LINES_PER_AXES = 12
 
 
 def _split_case(case: str) -> dict:
@@ -36,131 +46,308 @@ def _split_case(case: str) -> dict:
     return dict(zip(("op", "variant", "dtype", "shape_id"), parts)) if len(parts) == 4 else {}
 
 
-def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
-    """(long DataFrame of every measurement, ceilings by machine from pytest machine_info)."""
-    files = sorted(p for p in (results / "pytest").rglob("*.json") if not p.name.endswith(".outcomes.json")) \
-        if (results / "pytest").is_dir() else []
-    wide = tables.load_pytest_json(files)
-    rows, ceilings = [], {}
-    if not wide.empty:
-        for path in files:
-            try:
-                info = json.loads(path.read_text())["machine_info"]["mlpbench"]
-                ceilings[info["machine"]] = info.get("ceilings", {})
-            except (OSError, ValueError, KeyError, TypeError):
-                pass  # already reported by load_pytest_json
-        for r in wide.itertuples():
-            for metric in METRICS_FROM_PYTEST:
-                value = getattr(r, metric, None)
-                if value is not None and not pd.isna(value):
-                    rows.append({"source": "pytest", "machine": r.machine, "commit": r.commit, "date": None,
-                                 "op": r.op, "variant": r.variant, "dtype": r.dtype, "shape_id": r.shape_id,
-                                 "flops": r.flops, "bytes": r.bytes, "metric": metric, "value": float(value)})
-    asv_dir = results / "asv"
-    if asv_dir.is_dir():
-        for p in gate.load(asv_dir):
-            if p.value is None:
-                continue
-            rows.append({"source": "asv", "machine": p.machine, "commit": p.commit, "date": p.date,
-                         **_split_case(p.param), "flops": None, "bytes": None,
-                         "metric": p.benchmark.rsplit(".", 1)[-1], "value": p.value})
-    return pd.DataFrame(rows), ceilings
+def label(path: Path, results: Path) -> str:
+    """A file's name as the repository spells it (results/pytest/h200/….json), wherever `results` lies."""
+    return f"{results.name}/{Path(path).relative_to(results).as_posix()}"
 
+
+def pytest_files(results: Path, folder: str = "pytest") -> list[Path]:
+    d = results / folder
+    return sorted(p for p in d.rglob("*.json") if not p.name.endswith(".outcomes.json")) if d.is_dir() else []
+
+
+def load_wide(results: Path, folder: str = "pytest") -> pd.DataFrame:
+    """tables.load_pytest_json over results/<folder>, each row's `run` the file's repository path."""
+    wide = tables.load_pytest_json(pytest_files(results, folder))
+    if not wide.empty:
+        wide["run"] = [label(Path(f), results) for f in wide["file"]]
+    return wide
+
+
+def asv_points(asv_dir: Path) -> list[tuple[Path, gate.Point]]:
+    """Every ASV result point with the file it came from: two result files of one commit (two
+    environments, two runs) stay apart. Unreadable or foreign files are skipped by name."""
+    out = []
+    if not asv_dir.is_dir():
+        return out
+    for path in sorted(asv_dir.rglob("*.json")):
+        if path.name in ("machine.json", "benchmarks.json"):
+            continue
+        try:
+            out += [(path, p) for p in gate._points(path, json.loads(path.read_text()))]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.warn(f"skipping {path}: not a readable ASV result file ({type(exc).__name__}: {exc})",
+                          stacklevel=2)
+    return out
+
+
+def asv_metric(benchmark: str) -> str:
+    method = benchmark.rsplit(".", 1)[-1]
+    return ASV_METRIC_ALIASES.get(method, method)
+
+
+def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
+    """(long DataFrame of every measurement, ceilings by machine from the newest pytest run of each)."""
+    wide = load_wide(results)
+    rows, ceilings = [], {}
+    for path in pytest_files(results):
+        try:
+            info = json.loads(path.read_text())["machine_info"]["mlpbench"]
+            ceilings[info["machine"]] = info.get("ceilings", {})
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # already reported by load_pytest_json
+    for r in wide.to_dict("records"):
+        for metric, spread in METRICS_FROM_PYTEST.items():
+            value = r.get(metric)
+            if value is None or pd.isna(value):
+                continue
+            iqr = r.get(spread) if spread else None
+            iqr = None if iqr is None or pd.isna(iqr) else float(iqr)
+            rows.append({"source": "pytest", "run": r["run"], "machine": r["machine"], "commit": r["commit"],
+                         "date": None, "version": None, "op": r["op"], "variant": r["variant"], "dtype": r["dtype"],
+                         "shape_id": r["shape_id"], "flops": r["flops"], "bytes": r["bytes"], "metric": metric,
+                         "value": float(value), "iqr": iqr})
+    for path, p in asv_points(results / "asv"):
+        if p.value is None:
+            continue
+        iqr = float(np.subtract(*np.percentile(p.samples, [75, 25]))) if p.samples and len(p.samples) > 1 else None
+        rows.append({"source": "asv", "run": label(path, results), "machine": p.machine, "commit": p.commit,
+                     "date": p.date, "version": p.version, **_split_case(p.param), "flops": None, "bytes": None,
+                     "metric": asv_metric(p.benchmark), "value": p.value, "iqr": iqr})
+    df = pd.DataFrame(rows, columns=["source", "run", "machine", "commit", "date", "version", "op", "variant",
+                                     "dtype", "shape_id", "flops", "bytes", "metric", "value", "iqr"])
+    df["noisy"] = df["iqr"].astype(float) > tables.NOISY_SPREAD * df["value"]
+    return df, ceilings
+
+
+# --- summary -------------------------------------------------------------------------------------
+
+def _rate(r) -> str:
+    if r["op"] in tables.COMPUTE_BOUND:
+        return f"{r['tflops']:,.1f} TFLOP/s" if r["tflops"] >= 1 else f"{r['tflops'] * 1e3:,.1f} GFLOP/s"
+    return f"{r['gbps'] / 1e3:,.2f} TB/s" if r["gbps"] >= 100 else f"{r['gbps']:,.1f} GB/s"
+
+
+def _ceiling(r) -> str:
+    if pd.isna(r["of_ceiling"]):
+        return "no ceiling measured" if pd.isna(r["device_time_s"]) else "—"
+    if r["op"] in tables.COMPUTE_BOUND:
+        what = f"{r['dtype']} GEMM {r['gemm_ceiling_flops'] / 1e12:,.0f} TFLOP/s"
+    else:
+        what = f"copy {r['copy_ceiling_Bps'] / 1e12:,.2f} TB/s"
+    suspect = "; ceiling suspect (mis-measured)" if r["of_ceiling"] > SUSPECT_MARGIN else ""
+    return f"{r['of_ceiling']:.0%} of {what}{suspect}"
+
+
+def _spread(values) -> str:
+    v = sorted(values)
+    if not v:
+        return "—"
+    mid, lo, hi = (f"{x:.2f}" for x in (float(np.median(v)), v[0], v[-1]))
+    return f"{mid}×" if lo == hi else f"{mid}× ({lo}–{hi}×)"
+
+
+def summary(wide: pd.DataFrame) -> tables.Table:
+    """Per machine, op and dtype: the variant fastest at most shapes, by how much it beats the next
+    fastest there and eager everywhere, and the rate it achieves at its largest shape against the
+    ceiling measured in the same run. Figures come from the newest run of each shape."""
+    latest = tables.latest_per_case(wide)
+    rows = []
+    for (machine, op, dtype), g in latest.groupby(["machine", "op", "dtype"], sort=False):
+        ranked = [s[s["time_s"].notna()].sort_values("time_s") for _, s in g.groupby("shape_id", sort=False)]
+        ranked = [s for s in ranked if not s.empty]
+        if not ranked:
+            continue
+        wins = Counter(s.iloc[0]["variant"] for s in ranked)
+        best = max(wins, key=lambda v: (wins[v], -tables.VARIANT_ORDER.index(v) if v in tables.VARIANT_ORDER else 0))
+        won = [s for s in ranked if s.iloc[0]["variant"] == best]
+        margins = [s.iloc[1]["time_s"] / s.iloc[0]["time_s"] for s in won if len(s) > 1]
+        runner_up = Counter(s.iloc[1]["variant"] for s in won if len(s) > 1)
+        noisy = any(bool(s.iloc[0]["noisy"]) or (len(s) > 1 and bool(s.iloc[1]["noisy"])) for s in won)
+        mine = g[g["variant"] == best]
+        over_eager = mine["speedup_vs_eager"].dropna()
+        big = mine.sort_values("flops" if op in tables.COMPUTE_BOUND else "bytes").iloc[-1]
+        lead = f"{_spread(margins)} over {runner_up.most_common(1)[0][0]}" if margins else "only variant"
+        rows.append([
+            machine, op, dtype, "device" if g["device_time_s"].notna().all() else tables.HOST_ONLY,
+            f"{best}, {wins[best]} of {len(ranked)} shapes",
+            lead + (" (noisy)" if noisy else ""),
+            _spread(over_eager.tolist()) + (" (noisy)" if mine["speedup_noisy"].any() else ""),
+            f"{_rate(big)}, {big['shape_id']}" + (" (noisy)" if big["noisy"] else ""),
+            _ceiling(big),
+        ])
+    return tables.Table(["machine", "op", "dtype", "time", "fastest", "its lead where it wins",
+                         "its speedup over eager", "its rate at the largest shape", "of that run's ceiling"], rows,
+                        sorted(set(latest["run"])) if not latest.empty else [])
+
+
+# --- plots ---------------------------------------------------------------------------------------
 
 def _png(fig) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def speedup_plot(df: pd.DataFrame, op: str) -> str | None:
-    """Bars: device-time speedup over eager for each shape × dtype, one bar per variant."""
-    d = df[(df["source"] == "pytest") & (df["op"] == op) & (df["metric"] == "device_time_s")]
-    if d.empty:
+def speedup_plot(wide: pd.DataFrame, machine: str, op: str) -> str | None:
+    """Bars: speedup over eager for each shape × dtype, one bar per variant, from the newest run of
+    each shape; bars built on a noisy figure are hatched. The legend sits outside the axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    d = tables.latest_per_case(wide[(wide["machine"] == machine) & (wide["op"] == op)])
+    if d.empty or "eager" not in set(d["variant"]):
         return None
-    t = d.pivot_table(index=["shape_id", "dtype"], columns="variant", values="value")
-    if "eager" not in t.columns:
-        return None
-    speed = t.rdiv(t["eager"], axis=0)
-    order = [v for v in ("eager", "compiled", "liger", "ours") if v in speed.columns]
-    ax = speed[order].plot.bar(figsize=(max(6, 0.6 * len(speed)), 4), width=0.8)
+    speed = d.pivot_table(index=["shape_id", "dtype"], columns="variant", values="speedup_vs_eager", sort=False)
+    noisy = d.pivot_table(index=["shape_id", "dtype"], columns="variant", values="speedup_noisy", sort=False,
+                          aggfunc="max").reindex_like(speed).fillna(False).astype(bool)
+    order = [v for v in tables.VARIANT_ORDER if v in speed.columns]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(speed)), 3.6))
+    width = 0.8 / len(order)
+    x = np.arange(len(speed))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, v in enumerate(order):
+        bars = ax.bar(x + (k - (len(order) - 1) / 2) * width, speed[v].to_numpy(), width, label=v, color=colors[k])
+        for bar, loud in zip(bars, noisy[v].to_numpy()):
+            if loud:
+                bar.set_hatch("///")
+                bar.set_edgecolor("black")
     ax.axhline(1, color="k", lw=0.8)
-    ax.set_ylabel("speedup over eager (device time)")
-    ax.set_xlabel("")
-    ax.set_title(f"{op}: speedup over eager")
+    time = "device time" if d["device_time_s"].notna().all() else "host time (no device time here)"
+    ax.set_ylabel(f"speedup over eager\n({time})")
+    ax.set_title(f"{op} on {machine}: speedup over eager, per shape and dtype")
+    ax.set_xticks(x)
     ax.set_xticklabels([f"{s} {dt}" for s, dt in speed.index], rotation=55, ha="right", fontsize=7)
-    return _png(ax.figure)
+    handles = ax.get_legend_handles_labels()[0]
+    if noisy.to_numpy().any():
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="noisy (IQR > 10% of median)"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    return _png(fig)
 
 
-def roofline_plot(df: pd.DataFrame, ceilings: dict) -> str | None:
-    """Achieved rate per case against this machine's measured ceilings (one panel per bound)."""
+def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
+    """Achieved rate per case against the ceilings measured in the newest run (one panel per bound)."""
     import matplotlib.pyplot as plt
 
-    d = df[(df["source"] == "pytest") & (df["metric"] == "device_time_s")].copy()
+    d = tables.latest_per_case(wide[(wide["machine"] == machine) & wide["device_time_s"].notna()])
     if d.empty:
         return None
-    fig, (mem, gemm) = plt.subplots(1, 2, figsize=(11, 4))
-    memory_bound = d[d["op"].str.startswith("gelu_mul")]
-    for variant, g in memory_bound.groupby("variant"):
-        mem.scatter(g["bytes"] / 1e6, g["bytes"] / g["value"] / 1e12, label=variant, s=14)
+    newest = d.sort_values(["datetime", "file"]).iloc[-1]
+    fig, (mem, gemm) = plt.subplots(1, 2, figsize=(12, 4))
+    memory_bound = d[~d["op"].isin(tables.COMPUTE_BOUND)]
     compute = d[d["op"].isin(tables.COMPUTE_BOUND)]
-    for variant, g in compute.groupby("variant"):
-        gemm.scatter(g["flops"] / g["bytes"], g["flops"] / g["value"] / 1e12, label=variant, s=14)
-    styles = {"bf16": ":", "fp16": "-.", "fp32": "--"}
-    for machine, c in ceilings.items():
-        copy = c.get("copy_bandwidth_Bps")
-        if copy:
-            achieved = (memory_bound["bytes"] / memory_bound["value"]).max()
-            # A ceiling far below what kernels achieved was mis-measured; say so on the plot itself.
-            suspect = " — far below achieved: suspect" if achieved > SUSPECT_MARGIN * copy else ""
-            mem.axhline(copy / 1e12, ls="--", color="grey", label=f"copy ceiling, {machine}{suspect}")
-        for dt, ls in styles.items():
-            rate = c.get(f"gemm_{dt}_flops")
-            if rate:
-                gemm.axhline(rate / 1e12, ls=ls, color="grey", label=f"{dt} GEMM ceiling, {machine}")
-    mem.set_xscale("log")
-    mem.set_xlabel("bytes moved per call (MB)")
-    mem.set_ylabel("achieved TB/s")
-    mem.set_title("memory-bound: gelu_mul, gelu_mul_train")
-    gemm.set_xscale("log")
-    gemm.set_xlabel("arithmetic intensity (FLOP per byte)")
-    gemm.set_ylabel("achieved TFLOP/s")
-    gemm.set_title("compute: mlp, linear")
+    for variant in tables.VARIANT_ORDER:
+        g = memory_bound[memory_bound["variant"] == variant]
+        if not g.empty:
+            mem.scatter(g["bytes"] / 1e6, g["bytes"] / g["device_time_s"] / 1e12, label=variant, s=14)
+        g = compute[compute["variant"] == variant]
+        if not g.empty:
+            gemm.scatter(g["flops"] / g["bytes"], g["flops"] / g["device_time_s"] / 1e12, label=variant, s=14)
+    copy = newest["copy_ceiling_Bps"]
+    if not pd.isna(copy) and not memory_bound.empty:
+        achieved = (memory_bound["bytes"] / memory_bound["device_time_s"]).max()
+        # A ceiling far below what kernels achieved was mis-measured; say so on the plot itself.
+        suspect = " — far below achieved: suspect" if achieved > SUSPECT_MARGIN * copy else ""
+        mem.axhline(copy / 1e12, ls="--", color="grey", label=f"copy ceiling{suspect}")
+    for dt, ls in {"bf16": ":", "fp16": "-.", "fp32": "--"}.items():
+        rate = d.loc[d["dtype"] == dt, "gemm_ceiling_flops"].dropna()
+        if not rate.empty:
+            gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"{dt} GEMM ceiling")
+    mem.set(xscale="log", xlabel="bytes moved per call (MB)", ylabel="achieved TB/s",
+            title=f"memory-bound on {machine}: {', '.join(sorted(set(memory_bound['op'])))}")
+    gemm.set(xscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="achieved TFLOP/s",
+             title=f"compute on {machine}: {', '.join(sorted(set(compute['op'])))}")
     for ax in (mem, gemm):
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    fig.tight_layout()
     return _png(fig)
 
 
-def history_plot(df: pd.DataFrame) -> str | None:
-    """Device time over commits, one line per ASV case."""
+def history_series(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """ASV device time per case and commit, relative to the case's first commit, from the newest
+    benchmark version of each case only (a new timing method starts a new series, as in ASV's own
+    report). Cases measured at one commit have no history and are left out; the counts say so."""
+    d = df[(df["source"] == "asv") & (df["metric"] == "track_device_time")].copy()
+    left_out = {"one commit": 0, "older versions": 0}
+    if d.empty:
+        return d, left_out
+    d["case"] = d["op"] + "/" + d["variant"] + "/" + d["dtype"] + "/" + d["shape_id"]
+    d = d.sort_values(["date", "commit"])
+    newest = d.groupby(["machine", "case"])["version"].transform("last")
+    left_out["older versions"] = int((d["version"] != newest).sum())
+    d = d[d["version"] == newest]
+    # two runs of one commit (two result files) give that commit the median of their values
+    d = d.groupby(["machine", "op", "variant", "dtype", "shape_id", "case", "commit"], as_index=False).agg(
+        value=("value", "median"), date=("date", "min"))
+    commits = d.groupby(["machine", "case"])["commit"].transform("nunique")
+    left_out["one commit"] = int(d.loc[commits < 2, "case"].nunique())
+    d = d[commits >= 2].sort_values(["date", "commit"])
+    d["relative"] = d["value"] / d.groupby(["machine", "case"])["value"].transform("first")
+    return d, left_out
+
+
+def history_plots(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """Small multiples per machine and op: one axes per variant (columns) and dtype (rows), one line
+    per shape, each case's device time relative to its first commit on a log axis. At most
+    LINES_PER_AXES lines per axes (more shapes split the figure); the legend sits below the axes."""
     import matplotlib.pyplot as plt
 
-    d = df[(df["source"] == "asv") & (df["metric"] == "track_device_time")]
-    if d.empty or d["commit"].nunique() < 2:
-        return None
-    order = d.drop_duplicates("commit").sort_values("date")["commit"].tolist()
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for (machine, op, variant, dtype, shape), g in d.groupby(["machine", "op", "variant", "dtype", "shape_id"]):
-        g = g.set_index("commit").reindex(order)
-        ax.plot([c[:8] for c in order], g["value"] * 1e6, marker="o", label=f"{op}/{variant}/{dtype}/{shape} ({machine})")
-    ax.set_ylabel("device time (µs)")
-    ax.set_title("device time over commits (ASV)")
-    ax.legend(fontsize=6)
-    return _png(fig)
+    d, _ = history_series(df)
+    out = []
+    for (machine, op), g in d.groupby(["machine", "op"], sort=False):
+        commits = g.drop_duplicates("commit").sort_values(["date", "commit"])["commit"].tolist()
+        pos = {c: k for k, c in enumerate(commits)}
+        shapes = list(dict.fromkeys(g.sort_values("shape_id")["shape_id"]))
+        variants = [v for v in tables.VARIANT_ORDER if v in set(g["variant"])] + sorted(
+            set(g["variant"]) - set(tables.VARIANT_ORDER))
+        dtypes = [t for t in ("fp32", "bf16", "fp16") if t in set(g["dtype"])]
+        parts = [shapes[k:k + LINES_PER_AXES] for k in range(0, len(shapes), LINES_PER_AXES)]
+        colors = plt.get_cmap("tab20" if len(shapes) > 10 else "tab10").colors
+        color = {s: colors[k % len(colors)] for k, s in enumerate(shapes)}
+        lo = min(0.98, float(g["relative"].min()) * 0.99)
+        hi = max(1.02, float(g["relative"].max()) * 1.01)
+        for n, part in enumerate(parts, 1):
+            fig, axes = plt.subplots(len(dtypes), len(variants), figsize=(2.6 * len(variants) + 0.6, 2.0 * len(dtypes) + 0.8),
+                                     sharex=True, sharey=True, squeeze=False)
+            for i, dt in enumerate(dtypes):
+                for j, v in enumerate(variants):
+                    ax = axes[i][j]
+                    cell = g[(g["dtype"] == dt) & (g["variant"] == v) & g["shape_id"].isin(part)]
+                    for shape, line in cell.groupby("shape_id", sort=False):
+                        ax.plot([pos[c] for c in line["commit"]], line["relative"], marker="o", ms=3, lw=1.2,
+                                color=color[shape], label=shape)
+                    ax.axhline(1, color="grey", lw=0.6)
+                    ax.set_yscale("log")
+                    ax.set_ylim(lo, hi)
+                    ax.yaxis.set_minor_formatter(plt.NullFormatter())
+                    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:.2f}×"))
+                    ax.set_yticks(sorted({lo, 1.0, hi}))
+                    if i == 0:
+                        ax.set_title(v, fontsize=9)
+                    if j == 0:
+                        ax.set_ylabel(dt, fontsize=9)
+                    ax.set_xticks(range(len(commits)))
+                    ax.set_xticklabels([c[:7] for c in commits], rotation=45, ha="right", fontsize=7)
+                    ax.tick_params(axis="y", labelsize=7)
+            handles = [plt.Line2D([], [], color=color[s], marker="o", ms=3, lw=1.2) for s in part]
+            fig.legend(handles, part, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(6, len(part)),
+                       fontsize=7, frameon=False, title="shape", title_fontsize=8)
+            which = f" (shapes {n} of {len(parts)})" if len(parts) > 1 else ""
+            fig.suptitle(f"{op} on {machine}: device time relative to each case's first commit{which}", fontsize=10)
+            fig.tight_layout()
+            out.append((f"History: {op} on {machine}{which}", _png(fig)))
+    return out
 
 
-def _best_bandwidth(df: pd.DataFrame, machine: str) -> float:
-    d = df[(df["source"] == "pytest") & (df["machine"] == machine) & (df["metric"] == "device_time_s")]
-    return float((d["bytes"] / d["value"]).max()) if not d.empty else 0.0
+# --- tables --------------------------------------------------------------------------------------
 
-
-def kernel_breakdown(wide: pd.DataFrame) -> str:
-    """Markdown: device µs per call of each kernel the MLP cases launch (the per-GEMM view)."""
+def kernel_table(wide: pd.DataFrame) -> tables.Table:
+    """Device µs per call of each kernel the MLP cases launch (the per-GEMM view), newest record per case."""
     if "kernel_times_s" not in wide or wide["kernel_times_s"].isna().all():
-        return ""
+        return tables.Table([], [])
     rows = []
     mlp = wide[(wide["op"] == "mlp") & wide["kernel_times_s"].notna()]
     if "kernel_times_in_order_s" in mlp and mlp["kernel_times_in_order_s"].notna().any():
@@ -170,44 +357,212 @@ def kernel_breakdown(wide: pd.DataFrame) -> str:
             total = sum(r.kernel_times_in_order_s) or 1.0
             for k, (name, t) in enumerate(zip(r.kernel_names, r.kernel_times_in_order_s), 1):
                 rows.append([r.case, f"{k}. {name[:60]}", f"{t * 1e6:,.1f}", f"{t / total:.0%}"])
-        return tables.markdown(["case", "kernel, in launch order", "µs per call", "share"], rows)
-    for r in mlp.drop_duplicates("case", keep="last").itertuples():
+        return tables.Table(["case", "kernel, in launch order", "µs per call", "share"], rows,
+                            sorted(set(mlp["run"])) if "run" in mlp else [])
+    mlp = mlp.drop_duplicates("case", keep="last")
+    for r in mlp.itertuples():
         total = sum(r.kernel_times_s.values()) or 1.0
         for name, t in sorted(r.kernel_times_s.items(), key=lambda kv: -kv[1]):
             rows.append([r.case, name[:60], f"{t * 1e6:,.1f}", f"{t / total:.0%}"])
-    return tables.markdown(["case", "kernel", "µs per call", "share"], rows)
+    return tables.Table(["case", "kernel", "µs per call", "share"], rows,
+                        sorted(set(mlp["run"])) if "run" in mlp else [])
+
+
+def kernel_breakdown(wide: pd.DataFrame) -> str:
+    """Markdown of `kernel_table`."""
+    table = kernel_table(wide)
+    return table.markdown() if table else ""
+
+
+COMPILE_METRICS = {"track_cold_compile": "cold compile", "track_recompile_new_shape": "recompile (static)",
+                   "track_recompile_new_shape_dynamic": "recompile (dynamic=True)",
+                   "track_total": "ten changing shapes, total"}
+
+
+def compile_table(df: pd.DataFrame) -> tables.Table:
+    """Cold compile, recompile for a new shape, and the changing-shapes total, newest commit's from ASV."""
+    d = df[(df["source"] == "asv") & df["metric"].isin(COMPILE_METRICS)]
+    if d.empty:
+        return tables.Table([], [])
+    latest = d.sort_values(["date", "commit", "run"]).groupby(
+        ["machine", "op", "variant", "dtype", "shape_id", "metric"]).last()
+    rows = [[f"{op}/{variant}/{dtype}/{shape}", machine, COMPILE_METRICS[metric], f"{r.value:,.2f} s"]
+            for (machine, op, variant, dtype, shape, metric), r in latest.iterrows()]
+    return tables.Table(["case", "machine", "figure", "seconds"], rows, sorted(set(latest["run"])))
 
 
 def compile_tax(df: pd.DataFrame) -> str:
-    """Markdown: cold compile, recompile for a new shape, and the changing-shapes total, from ASV."""
-    metrics = {"track_cold_compile": "cold compile", "track_recompile_new_shape": "recompile (static)",
-               "track_recompile_new_shape_dynamic": "recompile (dynamic=True)",
-               "track_total": "ten changing shapes, total"}
-    d = df[(df["source"] == "asv") & df["metric"].isin(metrics)]
-    if d.empty:
-        return ""
-    latest = d.sort_values("date").groupby(["machine", "op", "variant", "dtype", "shape_id", "metric"]).last()
-    rows = [[f"{op}/{variant}/{dtype}/{shape}", machine, metrics[metric], f"{r.value:,.2f} s"]
-            for (machine, op, variant, dtype, shape, metric), r in latest.iterrows()]
-    return tables.markdown(["case", "machine", "figure", "seconds"], rows)
+    """Markdown of `compile_table`."""
+    table = compile_table(df)
+    return table.markdown() if table else ""
 
 
-def overhead_section(df) -> str:
-    """Where the compiled MLP starts to beat eager on host time, with the sweep behind the verdict."""
-    crossover = tables.overhead_crossover(df)
-    sweep = tables.crossover_sweep(df, "d768-h3072", "bf16")
+def overhead_verdict(wide: pd.DataFrame) -> str:
+    """Where the compiled MLP starts to beat eager on host time, and why compiling pays only past it."""
+    crossover = tables.overhead_crossover(wide)
+    sweep = tables.crossover_sweep(wide, "d768-h3072", "bf16")
     metric = {"host_time_back_to_back_s": "host time per call with calls queued back to back",
               "host_time_s": "host time of one synchronised call"}[tables.crossover_metric(sweep)]
-    verdict = (f"The compiled MLP (d768-h3072, bf16) beats eager on {metric} from {crossover} tokens up."
-               if crossover else f"No token count measured here from which the compiled MLP (d768-h3072, bf16) "
-                                 f"beats eager on {metric} at every larger count.")
-    if "file" in sweep and not sweep.empty:
-        verdict += " From " + ", ".join(f"`{os.path.relpath(f)}`" for f in sorted(set(sweep["file"]))) + "."
-    verdict += (" Back to back, a call costs the larger of its CPU dispatch and its device time: compiling "
-                "saves device time but dispatches more slowly, so it pays once eager's device time outgrows "
-                "the compiled module's dispatch.")
-    table = tables.overhead_table(df)
-    return verdict + ("\n\n" + table if table else "")
+    if crossover:
+        text = f"The compiled MLP (d768-h3072, bf16) beats eager on {metric} from {crossover} tokens up."
+    else:
+        text = (f"No token count measured here from which the compiled MLP (d768-h3072, bf16) beats eager on "
+                f"{metric} at every larger count.")
+    return text + (" Back to back, a call costs the larger of its CPU dispatch and its device time: compiling "
+                   "saves device time but dispatches more slowly, so it pays once eager's device time outgrows "
+                   "the compiled module's dispatch.")
+
+
+def overhead_section(wide: pd.DataFrame) -> str:
+    """Markdown: the verdict, the sweep behind it and the files it comes from."""
+    table = tables.overhead_rows(wide)
+    if not table:
+        return ""
+    return overhead_verdict(wide) + "\n\n" + table.markdown() + "\n\n" + sources_line(table.sources)
+
+
+def results_table(wide: pd.DataFrame) -> tables.Table:
+    """Every pytest-benchmark record, one row each, with the run it came from."""
+    rows = []
+    for r in wide.sort_values(["machine", "op", "variant", "dtype", "shape_id", "datetime"]).itertuples():
+        rate = r.tflops if r.op in tables.COMPUTE_BOUND else r.gbps
+        rows.append([r.run, r.machine, r.op, r.variant, r.dtype, r.shape_id,
+                     tables.fmt_time(r.device_time_s, r.device_iqr_s, host_only=True),
+                     tables.fmt_time(r.host_time_s, r.host_iqr_s),
+                     "—" if pd.isna(rate) else f"{rate:,.1f}" + (" (noisy)" if r.noisy else ""),
+                     tables.fmt_ratio(r.speedup_vs_eager, r.speedup_noisy),
+                     "—" if pd.isna(r.kernels_per_call) else f"{r.kernels_per_call:g}",
+                     "—" if pd.isna(r.peak_memory_bytes) else f"{r.peak_memory_bytes / 1e6:,.1f}"])
+    return tables.Table(["run", "machine", "op", "variant", "dtype", "shape", "device µs", "host µs",
+                         "TFLOP/s or GB/s", "vs eager", "kernels per call", "peak MB"], rows)
+
+
+def sources_line(files) -> str:
+    files = sorted(set(files))
+    return ("From " + ", ".join(f"`{f}`" for f in files) + ".") if files else ""
+
+
+# --- the page ------------------------------------------------------------------------------------
+
+STYLE = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1250px;padding:0 1em;
+ color:#1d2430;line-height:1.45}
+h1{margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #d8dde6;padding-bottom:.2em}
+h3{margin-top:1.3em}
+nav{font-size:13px;margin:.6em 0 1em}nav a{margin-right:1em;color:#2456a4}
+.intro{color:#3a4454;font-size:14px;margin:.2em 0}.text{font-size:14px}.src{color:#5a6474;font-size:12px;margin:.3em 0 1em}
+.note{background:#fff7e0;border-left:4px solid #e0a800;padding:.4em .8em;font-size:13px}
+img{max-width:100%;display:block;margin:.5em 0 1.2em}
+table{border-collapse:collapse;font-size:12.5px;margin:.4em 0;font-variant-numeric:tabular-nums}
+th{background:#eef1f6;text-align:left;cursor:pointer;position:sticky;top:0;white-space:nowrap}
+th:hover{background:#dde3ee}th.asc::after{content:' ▲'}th.desc::after{content:' ▼'}
+td,th{border:1px solid #d8dde6;padding:3px 8px}tbody tr:nth-child(even){background:#f8f9fb}
+td.noisy{background:#fff1c9}td.na{color:#7a8494;font-style:italic}
+details summary{cursor:pointer;font-weight:600;margin:.6em 0}
+"""
+
+# Click a column header to sort by it; numbers sort as numbers (data-sort holds the leading figure).
+SORT_SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function(th, col){
+  th.addEventListener('click', function(){
+    var table = th.closest('table'), body = table.tBodies[0], asc = !th.classList.contains('asc');
+    table.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc')});
+    th.classList.add(asc ? 'asc' : 'desc');
+    var key = function(tr){var td = tr.cells[col]; var n = td.getAttribute('data-sort');
+      return n === null ? td.textContent : parseFloat(n)};
+    Array.from(body.rows).sort(function(a, b){
+      var x = key(a), y = key(b), c = (typeof x === 'number' && typeof y === 'number') ? x - y
+        : String(x).localeCompare(String(y));
+      return asc ? c : -c}).forEach(function(tr){body.appendChild(tr)});
+  });
+});
+"""
+
+
+def _anchor(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
+def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, list[tuple]]]]:
+    """(tidy frame, intro lines, sections): each section a title and its parts, in reading order:
+    the summary, then plots, then tables, the long ones last. A part is ('h3', text), ('text', md),
+    ('plot', title, png), ('table', Table) or ('long', Table)."""
+    df, _ = tidy(results)
+    wide = load_wide(results)
+    machines = sorted(set(wide["machine"])) if not wide.empty else []
+    intro = [f"{len(df)} measurements from {df['run'].nunique()} result files under `{results.name}/`: "
+             f"{(df['source'] == 'pytest').sum()} from pytest-benchmark, {(df['source'] == 'asv').sum()} from ASV. "
+             "Each variant is compared with eager from the same run: the newest run that measured the shape."]
+    for machine in machines:
+        newest = wide[wide["machine"] == machine].sort_values(["datetime", "file"]).iloc[-1]
+        if pd.isna(newest["copy_ceiling_Bps"]):
+            intro.append(f"{machine}: no ceilings measured (no GPU), so its figures are {tables.HOST_ONLY}.")
+        else:
+            intro.append(f"{machine}: copy ceiling {newest['copy_ceiling_Bps'] / 1e12:.2f} TB/s in "
+                         f"`{newest['run']}`; each run's figures are rated against that run's own ceilings.")
+    noise = tables.noise_line(wide) if not wide.empty else ""
+    if noise:
+        intro.append(noise)
+
+    out: list[tuple[str, list[tuple]]] = []
+    if not wide.empty:
+        overview = summary(wide)
+        out.append(("Summary", [("text", "Per op and dtype: the variant fastest at most shapes, how far ahead of "
+                                         "the next fastest it is where it wins, its speedup over eager at every "
+                                         "shape, and the rate it reaches at its largest shape against the "
+                                         "ceiling measured in the same run."),
+                                ("table", overview), ("text", sources_line(overview.sources))]))
+        speed = [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
+                 if (png := speedup_plot(wide, m, op))]
+        if speed:
+            out.append(("Speedup over eager", [("text", "Per shape and dtype, from the newest run of each shape; "
+                                                        "hatched bars rest on a noisy figure.")] + speed))
+        roof = [("plot", f"achieved rate on {m}", png) for m in machines if (png := roofline_plot(wide, m))]
+        if roof:
+            out.append(("Achieved rate against the measured ceilings", roof))
+    history = history_plots(df)
+    if history:
+        _, left_out = history_series(df)
+        out.append(("History", [("text", "ASV's device time for each case relative to its first commit, on a log "
+                                         "axis: a line that climbs is a case that got slower. One panel per variant "
+                                         "and dtype, one line per shape. Left out: "
+                                         f"{left_out['one commit']} cases measured at one commit only, and "
+                                         f"{left_out['older versions']} points of an older timing-method version.")]
+                    + [("plot", title, png) for title, png in history]))
+    else:
+        out.append(("History", [("text", "No case has ASV device time at two commits or more yet.")]))
+    per_op = []
+    for m in machines:
+        mw = wide[wide["machine"] == m]
+        for op in registry.OPS:
+            t = tables.variant_table(mw, op)
+            if t:
+                runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
+                per_op += [("h3", f"{op} on {m}"), ("table", t), ("text", sources_line(runs))]
+    if per_op:
+        out.append(("Per-op tables", [("text", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · "
+                                               "speedup over eager of the same run.")] + per_op))
+    crossover = []
+    for m in machines:
+        mw = wide[wide["machine"] == m]
+        t = tables.overhead_rows(mw)
+        if t:
+            runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
+            crossover += [("h3", f"on {m}"), ("text", overhead_verdict(mw)), ("table", t), ("text", sources_line(runs))]
+    if crossover:
+        out.append(("Host overhead crossover", crossover))
+    compile_ = compile_table(df)
+    if compile_:
+        out.append(("Compile tax", [("table", compile_), ("text", sources_line(compile_.sources))]))
+    if not wide.empty:
+        kernels = kernel_table(wide)
+        if kernels:
+            out.append(("Kernels per MLP call", [("text", "Device time by kernel, in launch order, newest record "
+                                                          "of each case."),
+                                                 ("long", kernels), ("text", sources_line(kernels.sources))]))
+        out.append(("All pytest-benchmark results", [("text", "One row per record, with the file it came from."),
+                                                     ("long", results_table(wide))]))
+    return df, intro, out
 
 
 def write(results: Path, output: Path) -> list[Path]:
@@ -215,59 +570,65 @@ def write(results: Path, output: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    df, ceilings = tidy(results)
     output.mkdir(parents=True, exist_ok=True)
-    plots = {f"Speedup over eager: {op}": speedup_plot(df, op)
-             for op in ("gelu_mul", "gelu_mul_train", "mlp", "linear")}
-    plots["Achieved rate against measured ceilings"] = roofline_plot(df, ceilings)
-    plots["Device time over commits"] = history_plot(df)
-    plots = {k: v for k, v in plots.items() if v}
-    wide = df[(df["source"] == "pytest")].pivot_table(
-        index=["machine", "op", "variant", "dtype", "shape_id"], columns="metric", values="value").reset_index()
-    md = ["# mlpbench report", "", f"{len(df)} measurements from `{os.path.relpath(results)}`: "
-          f"{(df['source'] == 'pytest').sum() if not df.empty else 0} from pytest-benchmark, "
-          f"{(df['source'] == 'asv').sum() if not df.empty else 0} from ASV.", ""]
-    for machine, c in ceilings.items():
-        if c:
-            achieved = _best_bandwidth(df, machine)
-            suspect = (f" The copy ceiling is far below the {achieved / 1e12:.2f} TB/s that kernels achieved: "
-                       "it was mis-measured." if achieved > SUSPECT_MARGIN * c.get("copy_bandwidth_Bps", 0) else "")
-            md.append(f"Ceilings on {machine}: copy {c.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s, "
-                      f"bf16 GEMM {c.get('gemm_bf16_flops', 0) / 1e12:.0f} TFLOP/s ({c.get('method', '')}).{suspect}")
-    wide_loaded = tables.load_pytest_json(sorted(p for p in (results / "pytest").rglob("*.json")
-                                                 if not p.name.endswith(".outcomes.json"))) \
-        if (results / "pytest").is_dir() else pd.DataFrame()
-    sections = {}
-    if not wide_loaded.empty:
-        sections["Kernels per MLP call (device time by kernel)"] = kernel_breakdown(wide_loaded)
-        sections["Host overhead crossover"] = overhead_section(wide_loaded)
-    sections["Compile tax"] = compile_tax(df)
-    for title, text in sections.items():
-        if text:
-            md += ["", f"## {title}", "", text]
-    for k, (title, png) in enumerate(plots.items()):
-        name = f"plot-{k}.png"
-        (output / name).write_bytes(base64.b64decode(png))
-        md += ["", f"## {title}", "", f"![{title}]({name})"]
-    (output / "report.md").write_text("\n".join(md) + "\n")
+    df, intro, parts = sections(results)
+    md = ["# mlpbench report", "", *[line for text in intro for line in (text, "")]]
+    body, k = [], 0
+    for title, items in parts:
+        md += [f"## {title}", ""]
+        body.append(f"<h2 id='{_anchor(title)}'>{html.escape(title)}</h2>")
+        for item in items:
+            kind = item[0]
+            if kind == "h3":
+                md += [f"### {item[1]}", ""]
+                body.append(f"<h3>{html.escape(item[1])}</h3>")
+            elif kind == "text" and item[1]:
+                md += [item[1], ""]
+                body.append(f"<p class='{'src' if item[1].startswith('From `') else 'text'}'>{_inline(item[1])}</p>")
+            elif kind == "plot":
+                name = f"plot-{k}.png"
+                k += 1
+                (output / name).write_bytes(base64.b64decode(item[2]))
+                md += [f"![{item[1]}]({name})", ""]
+                body.append(f"<img alt='{html.escape(item[1])}' src='data:image/png;base64,{item[2]}'>")
+            elif kind in ("table", "long"):
+                md += [item[1].markdown(), ""]
+                rendered = item[1].html()
+                if kind == "long":
+                    rendered = (f"<details><summary>{len(item[1].rows)} rows: click to open</summary>"
+                                f"{rendered}</details>")
+                body.append(rendered)
+    for stale in output.glob("plot-*.png"):  # plots of an earlier build that this one no longer draws
+        number = stale.stem.split("-", 1)[1]
+        if number.isdigit() and int(number) >= k:
+            stale.unlink()
+    (output / "report.md").write_text("\n".join(md).rstrip() + "\n")
     df.to_csv(output / "report.csv", index=False)
-    body = "".join(f"<h2>{html.escape(t)}</h2><img alt='{html.escape(t)}' src='data:image/png;base64,{png}'>"
-                   for t, png in plots.items())
-    table = wide.to_html(index=False, float_format=lambda x: f"{x:.4g}") if not wide.empty else ""
+    nav = "".join(f"<a href='#{_anchor(t)}'>{html.escape(t)}</a>" for t, _ in parts)
+    lines = "".join(f"<p class='{'note' if 'noisy' in t else 'intro'}'>{_inline(t)}</p>" for t in intro)
     (output / "report.html").write_text(
-        "<!doctype html><meta charset='utf-8'><title>mlpbench report</title>"
-        "<style>body{font-family:sans-serif;margin:2em}img{max-width:100%}table{border-collapse:collapse;font-size:12px}"
-        "td,th{border:1px solid #ccc;padding:2px 6px}</style>"
-        f"<h1>mlpbench report</h1><p>{html.escape(md[2])}</p>"
-        + "".join(f"<h2>{html.escape(t)}</h2><pre>{html.escape(x)}</pre>" for t, x in sections.items() if x)
-        + f"{body}<h2>All pytest-benchmark results</h2>{table}")
+        "<!doctype html><html lang='en'><meta charset='utf-8'><title>mlpbench report</title>"
+        f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style>"
+        f"<h1>mlpbench report</h1>{lines}<nav>{nav}</nav>" + "".join(body)
+        + f"<script>{SORT_SCRIPT}</script></html>\n")
     return [output / "report.md", output / "report.html", output / "report.csv"]
 
 
-def main(results: Path, output: Path) -> int:
+def _inline(text: str) -> str:
+    """Markdown `code` spans as <code>, everything else escaped."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(parts))
+
+
+def main(results: Path, output: Path | None, pages: Path | None = None) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        paths = write(results, output)
+        paths = write(results, output) if output else []
+        if pages:
+            from . import pages as results_pages
+
+            paths += results_pages.write(results, pages)
     for p in paths:
         print(p)
     return 0
+

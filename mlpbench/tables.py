@@ -2,21 +2,51 @@
 
 Throughput is derived here, never stored: TFLOP/s = flops / device time for the GEMM ops, GB/s =
 bytes / device time for the memory-bound step (host time stands in where no device time exists).
+
+A figure whose samples spread wide against their median (IQR over NOISY_SPREAD of it) is marked
+noisy wherever it is shown, with its IQR, and so is every ratio built on it: on a busy machine a
+median can be off by orders of magnitude while still looking like a measurement.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-COMPUTE_BOUND = {"linear", "mlp"}
+from . import registry
+
+COMPUTE_BOUND = {"linear", "mlp"}  # rated in TFLOP/s against the GEMM ceiling; every other op in GB/s
+VARIANT_ORDER = registry.all_variants()  # column order: eager first, as the registry lists them
+NOISY_SPREAD = 0.10  # IQR / median above this marks a figure noisy
+NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of their median, so the figure, and every "
+              "ratio or rate built on it, may be far from what a quiet machine measures; run again with the "
+              "machine otherwise idle.")
+HOST_ONLY = "host time only"
+
+
+def _iqr(samples) -> float | None:
+    if not samples or len(samples) < 2:
+        return None
+    q1, q3 = np.percentile(np.asarray(samples, dtype=float), [25, 75])
+    return float(q3 - q1)
+
+
+def _ceilings(doc: dict) -> dict:
+    return (doc.get("machine_info", {}).get("mlpbench", {}) or {}).get("ceilings") or {}
 
 
 def load_pytest_json(paths) -> pd.DataFrame:
-    """One row per benchmark record; unreadable or foreign files are skipped with a warning naming them."""
+    """One row per benchmark record; unreadable or foreign files are skipped with a warning naming them.
+
+    Each row keeps the file it came from (`file`, `run`: its name, `datetime`: when it was saved), so two
+    runs of one commit on one machine stay apart."""
     rows = []
     for path in map(Path, paths):
         try:
@@ -26,34 +56,67 @@ def load_pytest_json(paths) -> pd.DataFrame:
             benches = doc["benchmarks"]
             machine = doc.get("machine_info", {}).get("mlpbench", {}).get("machine", "unknown")
             commit = (doc.get("commit_info") or {}).get("id")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            ceilings = _ceilings(doc)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             warnings.warn(f"skipping {path}: not a readable pytest-benchmark file ({exc})", stacklevel=2)
             continue
         for b in benches:
             info = b.get("extra_info", {})
             if "case" not in info:
                 continue
+            stats = b.get("stats") or {}
             rows.append({
-                "file": str(path), "machine": machine, "commit": commit,
+                "file": str(path), "run": path.name, "datetime": doc.get("datetime") or path.name,
+                "machine": machine, "commit": commit,
                 **{k: info.get(k) for k in ("case", "op", "variant", "dtype", "shape_id", "tier", "device",
                                             "device_time_s", "flops", "bytes", "max_rel_err", "timing_method",
-                                            "peak_memory_bytes", "source", "kernels_per_call",
-                                            "kernel_names", "kernel_times_s", "kernel_times_in_order_s")},
-                "host_time_s": info.get("host_time_s", b["stats"]["median"]),
+                                            "peak_memory_bytes", "source", "kernels_per_call", "memsets_per_call",
+                                            "kernel_names", "kernel_times_s", "kernel_times_in_order_s",
+                                            "structure_problems", "shard")},
+                "device_iqr_s": _iqr(info.get("device_time_samples_s")),
+                "host_time_s": info.get("host_time_s", stats.get("median")),
+                "host_iqr_s": stats.get("iqr"),
                 "host_time_back_to_back_s": info.get("host_time_back_to_back_s"),
+                "host_back_to_back_iqr_s": _iqr(info.get("host_time_back_to_back_samples_s")),
+                "copy_ceiling_Bps": ceilings.get("copy_bandwidth_Bps"),
+                "gemm_ceiling_flops": ceilings.get(f"gemm_{info.get('dtype')}_flops"),
             })
     df = pd.DataFrame(rows)
     if df.empty:
         return df
-    df["time_s"] = df["device_time_s"].fillna(df["host_time_s"])
+    for col in ("device_time_s", "device_iqr_s", "host_time_s", "host_iqr_s", "host_time_back_to_back_s",
+                "host_back_to_back_iqr_s", "copy_ceiling_Bps", "gemm_ceiling_flops", "flops", "bytes"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    on_device = df["device_time_s"].notna()
+    df["time_s"] = df["device_time_s"].where(on_device, df["host_time_s"])
+    df["time_iqr_s"] = df["device_iqr_s"].where(on_device, df["host_iqr_s"])
+    df["noisy"] = df["time_iqr_s"] > NOISY_SPREAD * df["time_s"]
     df["tflops"] = (df["flops"] / df["time_s"] / 1e12).where(df["op"].isin(COMPUTE_BOUND))
     df["gbps"] = df["bytes"] / df["time_s"] / 1e9
+    # Against the ceiling of the same run, and only for device time: host time measures the CPU too.
+    compute = df["op"].isin(COMPUTE_BOUND)
+    df["of_ceiling"] = ((df["flops"] / df["device_time_s"] / df["gemm_ceiling_flops"]).where(compute)
+                        .fillna((df["bytes"] / df["device_time_s"] / df["copy_ceiling_Bps"]).where(~compute)))
     # Each variant against eager from the same file (the same run): a box measured twice gives two pairs.
     pair = ["file", "machine", "op", "dtype", "shape_id"]
-    eager = df[df["variant"] == "eager"].drop_duplicates(pair, keep="last").set_index(pair)["time_s"]
+    eager = df[df["variant"] == "eager"].drop_duplicates(pair, keep="last").set_index(pair)
     key = pd.MultiIndex.from_frame(df[pair])
-    df["speedup_vs_eager"] = eager.reindex(key).to_numpy() / df["time_s"].to_numpy()
+    df["speedup_vs_eager"] = eager["time_s"].reindex(key).to_numpy() / df["time_s"].to_numpy()
+    eager_noisy = eager["noisy"].reindex(key).fillna(False).to_numpy(dtype=bool)
+    df["speedup_noisy"] = df["noisy"].to_numpy(dtype=bool) | eager_noisy
     return df
+
+
+def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
+    """For each machine, op, dtype and shape, the records of the newest run that measured it: every
+    variant of a shape then comes from one run, so their ratios never pair two runs."""
+    if df.empty:
+        return df
+    newest = df.sort_values(["datetime", "file"]).groupby(
+        ["machine", "op", "dtype", "shape_id"], sort=False)["file"].last()
+    key = pd.MultiIndex.from_frame(df[["machine", "op", "dtype", "shape_id"]])
+    picked = df[newest.reindex(key).to_numpy() == df["file"].to_numpy()]
+    return picked.drop_duplicates(["machine", "case"], keep="last")
 
 
 def _fmt_us(s) -> str:
@@ -64,6 +127,58 @@ def _fmt(x, digits=2) -> str:
     return "—" if pd.isna(x) else f"{x:,.{digits}f}"
 
 
+def fmt_time(median, iqr, host_only: bool = False) -> str:
+    """µs, with the IQR said out loud when the figure is noisy."""
+    if pd.isna(median):
+        return HOST_ONLY if host_only else "—"
+    if not pd.isna(iqr) and iqr > NOISY_SPREAD * median:
+        return f"{median * 1e6:,.1f} (noisy: IQR {iqr * 1e6:,.1f})"
+    return f"{median * 1e6:,.1f}"
+
+
+def fmt_ratio(x, noisy: bool, digits: int = 2) -> str:
+    return "—" if pd.isna(x) else f"{x:,.{digits}f}×" + (" (noisy)" if noisy else "")
+
+
+def noise_line(df: pd.DataFrame) -> str:
+    """'' when no figure shown is noisy; else how many are, and what that means."""
+    cols = [("device_time_s", "device_iqr_s"), ("host_time_s", "host_iqr_s")]
+    shown = noisy = 0
+    for value, iqr in cols:
+        if value in df and iqr in df:
+            v, q = df[value], df[iqr]
+            shown += int(v.notna().sum())
+            noisy += int((q > NOISY_SPREAD * v).sum())
+    return f"{noisy} of {shown} figures are {NOISY_NOTE}" if noisy else ""
+
+
+@dataclass
+class Table:
+    """Headers and rows of strings, rendered as markdown (terminal, .md) or HTML (the report page)."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    sources: list[str] = field(default_factory=list)  # the files the figures come from
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def markdown(self) -> str:
+        return markdown(self.headers, self.rows)
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+        body = "".join("<tr>" + "".join(_html_cell(c) for c in r) + "</tr>" for r in self.rows)
+        return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_cell(text: str) -> str:
+    cls = " class='noisy'" if "noisy" in text else " class='na'" if text in ("—", HOST_ONLY) else ""
+    number = re.match(r"^-?[\d,]*\.?\d+", text)
+    sort = f" data-sort='{number.group().replace(',', '')}'" if number else ""
+    return f"<td{cls}{sort}>{html.escape(text)}</td>"
+
+
 def markdown(headers: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -71,24 +186,29 @@ def markdown(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def op_tables(df: pd.DataFrame) -> str:
-    """Markdown: one table per op with device and host time, throughput and speedup over eager."""
+    """Markdown: one table per op with device and host time, throughput and speedup over eager,
+    noisy figures and the ratios built on them marked, then a line saying how many were noisy."""
     parts = []
     for op, g in df.groupby("op", sort=False):
         rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
         rows = [
-            [r.variant, r.dtype, r.shape_id, _fmt_us(r.device_time_s), _fmt_us(r.host_time_s),
-             _fmt(r.tflops if op in COMPUTE_BOUND else r.gbps, 1), _fmt(r.speedup_vs_eager) + "×"]
+            [r.variant, r.dtype, r.shape_id, fmt_time(r.device_time_s, r.device_iqr_s, host_only=True),
+             fmt_time(r.host_time_s, r.host_iqr_s),
+             _fmt(r.tflops if op in COMPUTE_BOUND else r.gbps, 1) + (" (noisy)" if r.noisy else ""),
+             fmt_ratio(r.speedup_vs_eager, r.speedup_noisy)]
             for r in g.sort_values(["shape_id", "dtype", "variant"]).itertuples()
         ]
         parts.append(f"### {op}\n\n" + markdown(
             ["variant", "dtype", "shape", "device µs", "host µs", rate, "vs eager"], rows))
-    return "\n\n".join(parts)
+    note = noise_line(df)
+    return "\n\n".join(parts) + (f"\n\n{note}" if note else "")
 
 
-def variant_columns(df: pd.DataFrame, op: str) -> str:
-    """Markdown, one row per shape and dtype, one column per variant: device µs, rate, speedup."""
-    g = df[df["op"] == op]
-    variants = [v for v in ("eager", "compiled", "liger", "ours") if v in set(g["variant"])]
+def variant_table(df: pd.DataFrame, op: str) -> Table:
+    """One row per shape and dtype, one column per variant: µs, rate and speedup over eager, each
+    variant paired with eager from the same run (the newest that measured the shape)."""
+    g = latest_per_case(df[df["op"] == op])
+    variants = [v for v in VARIANT_ORDER if v in set(g["variant"])]
     rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
     rows = []
     for (shape, dtype), cell in g.groupby(["shape_id", "dtype"], sort=False):
@@ -100,9 +220,16 @@ def variant_columns(df: pd.DataFrame, op: str) -> str:
                 continue
             r = by.loc[v]
             value = r["tflops"] if op in COMPUTE_BOUND else r["gbps"]
-            row.append(f"{_fmt_us(r['time_s'])} µs · {_fmt(value, 0 if rate == 'GB/s' else 1)} · {_fmt(r['speedup_vs_eager'])}×")
+            row.append(f"{fmt_time(r['time_s'], r['time_iqr_s'])} µs · {_fmt(value, 0 if rate == 'GB/s' else 1)} · "
+                       f"{fmt_ratio(r['speedup_vs_eager'], r['speedup_noisy'])}")
         rows.append(row)
-    return markdown(["shape", "dtype", *[f"{v} (µs · {rate} · vs eager)" for v in variants]], rows)
+    return Table(["shape", "dtype", *[f"{v} (µs · {rate} · vs eager)" for v in variants]], rows,
+                 sorted(set(g["file"])) if "file" in g else [])
+
+
+def variant_columns(df: pd.DataFrame, op: str) -> str:
+    """Markdown of `variant_table`."""
+    return variant_table(df, op).markdown()
 
 
 def not_timed(outcomes_path) -> str:
@@ -149,17 +276,35 @@ def overhead_crossover(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = 
     return crossover
 
 
-def overhead_table(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> str:
-    """Markdown: per token count, eager and compiled device time and both host times (µs)."""
+SPREAD_OF = {"device_time_s": "device_iqr_s", "host_time_back_to_back_s": "host_back_to_back_iqr_s",
+             "host_time_s": "host_iqr_s"}
+
+
+def overhead_rows(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> Table:
+    """Per token count, eager and compiled device time and both host times (µs), noisy ones marked."""
     g = crossover_sweep(df, dims, dtype)
-    cols = [c for c in ("device_time_s", "host_time_back_to_back_s", "host_time_s") if c in g and g[c].notna().any()]
+    cols = [c for c in SPREAD_OF if c in g and g[c].notna().any()]
     if g.empty or not cols:
-        return ""
-    wide = g.pivot_table(index="shape_id", columns="variant", values=cols)
-    tokens = wide.index.str.extract(r"^t(\d+)-", expand=False).astype(int)
+        return Table([], [])
     names = {"device_time_s": "device", "host_time_back_to_back_s": "host, back to back",
              "host_time_s": "host, one synchronised call"}
+    by = g.set_index(["shape_id", "variant"])
     rows = []
-    for t, (_, r) in sorted(zip(tokens, wide.iterrows()), key=lambda x: x[0]):
-        rows.append([str(t), *[f"{_fmt_us(r.get((c, 'eager')))} / {_fmt_us(r.get((c, 'compiled')))}" for c in cols]])
-    return markdown(["tokens", *[f"{names[c]}: eager / compiled (µs)" for c in cols]], rows)
+    for shape in sorted(set(g["shape_id"]), key=lambda s: int(re.match(r"^t(\d+)-", s).group(1))):
+        row = [shape.split("-")[0][1:]]
+        for c in cols:
+            cell = []
+            for v in ("eager", "compiled"):
+                r = by.loc[(shape, v)] if (shape, v) in by.index else None
+                spread = r.get(SPREAD_OF[c]) if r is not None else None
+                cell.append(fmt_time(r[c], spread) if r is not None else "—")
+            row.append(" / ".join(cell))
+        rows.append(row)
+    return Table(["tokens", *[f"{names[c]}: eager / compiled (µs)" for c in cols]], rows,
+                 sorted(set(g["file"])) if "file" in g else [])
+
+
+def overhead_table(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> str:
+    """Markdown of `overhead_rows`."""
+    table = overhead_rows(df, dims, dtype)
+    return table.markdown() if table else ""

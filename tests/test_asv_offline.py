@@ -161,3 +161,16 @@ def test_corrupt_cache_entry_is_rejected(tmp_path):
     (cache / "jquery-3.3.1.tgz").write_bytes(b"not the registry tarball")
     with pytest.raises(AssetError, match="jquery@3.3.1"):
         asv_offline.fetch_assets(cache, fetch=False)
+
+
+def test_the_fetcher_runs_where_torch_is_not_installed(tmp_path):
+    """`python -m mlpbench.asv_offline fetch` is run where the npm registry is reachable, which need
+    not be a box with torch: importing the package must not need it."""
+    code = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['asv_offline', 'check', sys.argv[1]]; "
+            "runpy.run_module('mlpbench.asv_offline', run_name='__main__')")
+    (tmp_path / "index.html").write_text("<!doctype html><title>local only</title>")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          cwd=REPO_ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ModuleNotFoundError" not in proc.stderr and "ImportError" not in proc.stderr

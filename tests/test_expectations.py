@@ -1,7 +1,5 @@
 """Launch-structure expectations: the matching logic on a CPU, the real thing on a GPU."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -11,8 +9,6 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="kernel lau
 
 H200_EAGER_MLP = ["nvjet_sm90_tst_128x256", "nvjet_sm90_tst_128x256", "vectorized_elementwise_kernel<gelu>",
                   "vectorized_elementwise_kernel<mul>", "nvjet_sm90_tst_256x128"]
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_expectations_file_loads_and_names_known_ops_and_variants():
@@ -42,11 +38,11 @@ def test_split_k_kernels_are_counted_apart_but_a_sixth_kernel_is_not():
     assert problems and "expected 5 kernels per call" in problems[0] and "saw 6" in problems[0]
 
 
-def test_the_committed_h200_standard_tier_meets_the_expectations():
+def test_the_committed_h200_standard_tier_meets_the_expectations(committed_results):
     """Every GPU record of the committed standard tier, checked against expectations.toml."""
     import json
 
-    records = [b["extra_info"] for path in sorted((ROOT / "results" / "pytest" / "h200").glob("*-standard-*[0-9].json"))
+    records = [b["extra_info"] for path in sorted((committed_results / "pytest" / "h200").glob("*-standard-*[0-9].json"))
                for b in json.loads(path.read_text())["benchmarks"]]
     assert all("kernels_per_call" in r for r in records)
     # every case of today's standard tier has a committed H200 record

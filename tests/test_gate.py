@@ -118,13 +118,65 @@ def test_unreadable_base_exits_2_and_corrupt_files_are_named(results):
     assert "revision 'aaaa' matches no commit" in proc.stderr
 
 
+@pytest.fixture
+def only_truncated(tmp_path_factory):
+    """A results folder whose only file was cut off while ASV wrote it."""
+    folder = tmp_path_factory.mktemp("truncated")
+    full = _write(folder, A, 1, [36.5e-6, 220e-6], seed=1)
+    full.write_text(full.read_text()[:300])
+    return folder
+
+
+@pytest.fixture
+def only_failed(tmp_path_factory):
+    """Two commits whose every benchmark failed: ASV stores null for each value."""
+    folder = tmp_path_factory.mktemp("failed")
+    for commit, date in ((A, 1), (B, 2)):
+        path = _write(folder, commit, date, [36.5e-6, 220e-6], seed=1)
+        doc = json.loads(path.read_text())
+        for row in doc["results"].values():
+            row[0] = [None] * len(row[0])
+        path.write_text(json.dumps(doc))
+    return folder
+
+
+@pytest.mark.parametrize("folder", ["only_truncated", "only_failed"])
+@pytest.mark.parametrize("mode", ["base-head", "last", "base-results"])
+def test_nothing_readable_for_the_commits_asked_for_exits_2(request, results, folder, mode):
+    empty = request.getfixturevalue(folder)
+    args = {"base-head": ["--results", str(empty), "--base", "aaaa", "--head", "bbbb"],
+            "last": ["--results", str(empty), "--last", "3"],
+            "base-results": ["--results", str(results), "--base-results", str(empty), "--base", "aaaa",
+                             "--head", "bbbb"]}[mode]
+    proc = _check(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no regression" not in proc.stdout and "Traceback" not in proc.stderr
+    assert "mlpbench: error:" in proc.stderr
+
+
+def test_history_over_one_readable_commit_exits_2_and_skips_unreadable_ones(results):
+    (results / "h200" / "bbbbbbbb-existing.json").write_text("{ cut")
+    (results / "h200" / "cccccccc-existing.json").unlink()
+    proc = _check("--results", str(results), "--last", "3")
+    assert proc.returncode == 2 and "found 1" in proc.stderr
+    _write(results, C, 3, [36.5e-6 * 1.05, 220e-6], seed=3)
+    proc = _check("--results", str(results), "--last", "3")  # a and c readable, b skipped by name
+    assert proc.returncode == 1 and "bbbbbbbb-existing.json" in proc.stderr
+    assert proc.stdout.startswith("cccccccc:")
+
+
+def test_base_results_with_last_exits_2(results):
+    proc = _check("--results", str(results), "--base-results", str(results), "--last", "3")
+    assert proc.returncode == 2 and "--base-results goes with --base and --head" in proc.stderr
+
+
 def test_missing_results_folder_exits_2(tmp_path):
     proc = _check("--results", str(tmp_path / "nope"), "--base", "a", "--head", "b")
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-def test_the_committed_h200_runs_of_identical_code_show_no_device_regression():
-    verdicts = gate.compare(gate.load(ROOT / "results" / "asv"), "45327a1", "78787db")
+def test_the_committed_h200_runs_of_identical_code_show_no_device_regression(committed_results):
+    verdicts = gate.compare(gate.load(committed_results / "asv"), "45327a1", "78787db")
     device = [v for v in verdicts if v.benchmark.endswith("track_device_time")]
     assert len(device) == 4 and all(v.verdict == "unchanged" for v in device)
 
@@ -182,6 +234,19 @@ def test_compile_time_and_host_time_beside_device_time_are_reported_not_gated(tm
     assert verdicts[("asv_cases.CpuHost.time_host", "linear/eager/fp32/t1024-i32-o64")] == "regression"
 
 
+def test_host_time_is_told_by_method_name_in_old_and_new_result_files(tmp_path):
+    """Benchmarks moved from module asv_cases to standard, and time_host became track_host_time:
+    host time beside device time stays ungated under either name."""
+    for commit, date, scale in ((A, 1, 1.0), (B, 2, 1.3)):
+        path = _write(tmp_path, commit, date, [36.5e-6, 220e-6], seed=1)
+        doc = json.loads(path.read_text())
+        doc["results"] = {"standard.GeluMulDevice.track_device_time": doc["results"]["asv_cases.Device.track_device_time"],
+                          "standard.GeluMulHost.track_host_time": [[1e-4 * scale, 1e-4 * scale], [CASES], "v2", 0, 1.0]}
+        path.write_text(json.dumps(doc))
+    verdicts = {(v.benchmark, v.param): v.verdict for v in gate.compare(gate.load(tmp_path), "a", "b")}
+    assert verdicts[("standard.GeluMulHost.track_host_time", CASES[0].strip("'"))] == "slower (not gated)"
+
+
 def test_compiled_cases_have_the_higher_floor():
     def point(case, value):
         return gate.Point("h200", "x" * 40, 0, "asv_cases.GeluMulDevice.track_device_time", case, "v3", value,
@@ -205,13 +270,13 @@ def test_between_run_trials_use_one_run_as_base_and_the_other_as_head():
     assert detection.between_runs(run1, shifted, n_trials=20, slowdowns=(0.0,))["flagged"].all()
 
 
-def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernel():
+def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernel(committed_results):
     """Real H200 runs: commit 66a83ba twice (results/asv, results/asv-aa), and the unmerged
     demo/slow-block branch (results/asv-slowdown), whose kernel has a poor block size."""
-    base = gate.load(ROOT / "results" / "asv")
-    aa = gate.compare(gate.load(ROOT / "results" / "asv-aa"), "66a83ba", "66a83ba", base_points=base)
+    base = gate.load(committed_results / "asv")
+    aa = gate.compare(gate.load(committed_results / "asv-aa"), "66a83ba", "66a83ba", base_points=base)
     assert len(aa) == 180 and all(v.verdict == "unchanged" for v in aa)
-    slow = gate.compare(gate.load(ROOT / "results" / "asv-slowdown"), "66a83ba", "7b82bf3", base_points=base)
+    slow = gate.compare(gate.load(committed_results / "asv-slowdown"), "66a83ba", "7b82bf3", base_points=base)
     flagged = {v.param for v in slow if v.verdict == "regression"}
     assert flagged and all("/ours/" in p for p in flagged)
     assert all(v.verdict == "unchanged" for v in slow if "/ours/" not in v.param)

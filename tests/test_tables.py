@@ -53,3 +53,52 @@ def test_speedup_over_eager_pairs_cases_by_machine_op_dtype_and_shape(tmp_path):
     df = tables.load_pytest_json([path]).set_index("variant")
     assert df.loc["ours", "speedup_vs_eager"] == 2.0
     assert df.loc["ours", "gbps"] == 384 / 1e-6 / 1e9
+
+
+def _record(variant, host, host_iqr, device_samples=None, op="linear", shape="t1024-i32-o64"):
+    info = {"case": f"{op}/{variant}/fp32/{shape}", "op": op, "variant": variant, "dtype": "fp32",
+            "shape_id": shape, "host_time_s": host, "flops": 4_194_304, "bytes": 400_000}
+    if device_samples:
+        info |= {"device_time_s": sorted(device_samples)[len(device_samples) // 2],
+                 "device_time_samples_s": device_samples}
+    return {"stats": {"median": host, "iqr": host_iqr}, "extra_info": info}
+
+
+def _load(tmp_path, records):
+    import json
+
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {"mlpbench": {"machine": "m"}}, "benchmarks": records}))
+    return tables.load_pytest_json([path])
+
+
+def test_a_figure_spread_wider_than_a_tenth_of_its_median_is_marked_noisy_with_its_spread(tmp_path):
+    # a loaded CPU: eager's median 16 ms where an idle run took 29 µs, its IQR far beyond the median
+    df = _load(tmp_path, [_record("eager", 15_993e-6, 6_400e-6), _record("compiled", 87.4e-6, 2.0e-6)])
+    text = tables.op_tables(df)
+    eager = next(line for line in text.splitlines() if line.startswith("| eager |"))
+    compiled = next(line for line in text.splitlines() if line.startswith("| compiled |"))
+    assert "15,993.0 (noisy: IQR 6,400.0)" in eager
+    assert tables.HOST_ONLY in eager  # no device time on a CPU, said in words
+    assert "87.4 |" in compiled and "87.4 (noisy" not in compiled
+    # the speedup pairs a quiet figure with a noisy one: marked too
+    assert "182.99× (noisy)" in compiled
+    assert "1 of 2 figures are noisy" in text
+
+
+def test_quiet_figures_carry_no_noise_mark(tmp_path):
+    df = _load(tmp_path, [_record("eager", 30e-6, 1e-6), _record("compiled", 25e-6, 2.4e-6)])
+    text = tables.op_tables(df)
+    assert "noisy" not in text and "1.20×" in text
+
+
+def test_device_samples_decide_the_noise_of_device_time(tmp_path):
+    quiet = [10e-6 * (1 + k / 1000) for k in range(20)]
+    loud = [10e-6 * (1 + k / 20) for k in range(20)]  # IQR ≈ 0.5 × 10 µs
+    df = _load(tmp_path, [_record("eager", 40e-6, 1e-6, quiet, op="gelu_mul", shape="t8-h8"),
+                          _record("ours", 40e-6, 1e-6, loud, op="gelu_mul", shape="t8-h8")])
+    by = df.set_index("variant")
+    assert not by.loc["eager", "noisy"] and by.loc["ours", "noisy"]
+    assert by.loc["ours", "speedup_noisy"] and not by.loc["eager", "speedup_noisy"]
+    table = tables.variant_columns(df, "gelu_mul")
+    assert "(noisy: IQR" in table and table.count("(noisy)") == 1
