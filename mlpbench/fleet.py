@@ -64,8 +64,8 @@ def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     # ASV files carry no FLOPs or bytes; they are the case's, so any row that has them serves.
     work = df.dropna(subset=["flops", "bytes"]).drop_duplicates(CASE, keep="last").set_index(CASE)[["flops", "bytes"]]
     known = work.reindex(pd.MultiIndex.from_frame(latest[CASE]))
-    latest["flops"] = latest["flops"].astype(float).fillna(pd.Series(known["flops"].to_numpy(), index=latest.index))
-    latest["bytes"] = latest["bytes"].astype(float).fillna(pd.Series(known["bytes"].to_numpy(), index=latest.index))
+    latest["flops"] = latest["flops"].astype(float).fillna(pd.Series(known["flops"].to_numpy(dtype=float), index=latest.index))
+    latest["bytes"] = latest["bytes"].astype(float).fillna(pd.Series(known["bytes"].to_numpy(dtype=float), index=latest.index))
     latest["of_ceiling"] = [_fraction(r, ceilings) for r in latest.itertuples()]
     latest = latest.rename(columns={"value": "device_time_s"})
     wide = latest.pivot(index=["source", *CASE], columns="machine", values=["device_time_s", "of_ceiling"])
@@ -76,22 +76,28 @@ def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     return wide.sort_values(("spread", ""), ascending=False, na_position="last", kind="stable")
 
 
-def markdown(wide: pd.DataFrame) -> str:
-    """The side-by-side table as markdown: per machine `µs · % of its ceiling`."""
+NOTE = ("µs: latest device time; %: of that machine's own ceiling (copy bandwidth for memory-bound ops, GEMM "
+        "rate of the dtype for compute-bound ones). spread: best over worst fraction of ceiling (slowest over "
+        "fastest time where ceilings are missing); behind: the worst machine.")
+
+
+def table(wide: pd.DataFrame) -> tables.Table:
+    """The side-by-side table: per machine `µs · % of its ceiling`, the largest spread first."""
     if wide.empty:
-        return ""
+        return tables.Table([], [])
     machines = list(wide["device_time_s"].columns)
     rows = []
     for (source, *case), r in wide.iterrows():
         cells = []
         for m in machines:
             t, f = r[("device_time_s", m)], r[("of_ceiling", m)]
-            cell = "—" if pd.isna(t) else f"{t * 1e6:,.1f} µs" + ("" if pd.isna(f) else f" · {f:.0%}")
-            cells.append(cell)
+            cells.append("—" if pd.isna(t) else f"{t * 1e6:,.1f} µs" + ("" if pd.isna(f) else f" · {f:.0%}"))
         spread = r[("spread", "")]
         rows.append(["/".join(case), source, *cells, "—" if pd.isna(spread) else f"{spread:.2f}×",
                      r[("behind", "")] or "—"])
-    note = ("µs: latest device time; %: of that machine's own ceiling (copy bandwidth for memory-bound "
-            "ops, GEMM rate of the dtype for compute-bound ones). spread: best over worst fraction of "
-            "ceiling (slowest over fastest time where ceilings are missing); behind: the worst machine.")
-    return tables.markdown(["case", "source", *machines, "spread", "behind"], rows) + "\n\n" + note
+    return tables.Table(["case", "source", *machines, "spread", "behind"], rows)
+
+
+def markdown(wide: pd.DataFrame) -> str:
+    """The side-by-side table as markdown, with what its columns mean."""
+    return "" if wide.empty else table(wide).markdown() + "\n\n" + NOTE

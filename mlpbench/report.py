@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import gate, registry, tables
+from . import fleet, gate, registry, tables
 
 METRICS_FROM_PYTEST = {"device_time_s": "device_iqr_s", "host_time_s": "host_iqr_s",
                        "peak_memory_bytes": None, "kernels_per_call": None}
@@ -487,7 +487,7 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     """(tidy frame, intro lines, sections): each section a title and its parts, in reading order:
     the summary, then plots, then tables, the long ones last. A part is ('h3', text), ('text', md),
     ('plot', title, png), ('table', Table) or ('long', Table)."""
-    df, _ = tidy(results)
+    df, ceilings = tidy(results)
     wide = load_wide(results)
     machines = sorted(set(wide["machine"])) if not wide.empty else []
     intro = [f"{len(df)} measurements from {df['run'].nunique()} result files under `{results.name}/`: "
@@ -531,6 +531,10 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
                     + [("plot", title, png) for title, png in history]))
     else:
         out.append(("History", [("text", "No case has ASV device time at two commits or more yet.")]))
+    across = fleet.side_by_side(df, ceilings)
+    if not across.empty and len(across["device_time_s"].columns) > 1:
+        out.append(("Across machines", [("text", "The same case on every machine, the case furthest behind on "
+                                                 "one of them first. " + fleet.NOTE), ("table", fleet.table(across))]))
     per_op = []
     for m in machines:
         mw = wide[wide["machine"] == m]

@@ -85,3 +85,33 @@ def test_no_device_time_gives_an_empty_table():
     df = _tidy()
     assert fleet.side_by_side(df[df["metric"] == "time_host"], CEILINGS).empty
     assert fleet.markdown(pd.DataFrame()) == ""
+
+
+def test_the_report_sets_machines_side_by_side_when_it_has_several(tmp_path):
+    # Two machines' ASV results: the committed H200 file, and the same file as a second machine whose
+    # gelu_mul cases run at half the speed; the report's section puts those cases first.
+    import json
+    import subprocess
+
+    from project_copy import ROOT
+
+    from mlpbench import report
+
+    name = "results/asv/h200/ce401b45-existing-py_opt_torch_.venv_bin_python3.json"
+    doc = json.loads(subprocess.run(["git", "show", f"HEAD:{name}"], cwd=ROOT, capture_output=True,
+                                    check=True).stdout)
+    for machine, slower in (("h200", 1.0), ("slowbox", 2.0)):
+        copy = json.loads(json.dumps(doc))
+        copy["params"]["machine"] = machine
+        cols = copy["result_columns"]
+        for bench, row in copy["results"].items():
+            if bench.startswith("standard.GeluMulDevice.track_device_time"):
+                i = cols.index("result")
+                row[i] = [v * slower if v is not None else None for v in row[i]]
+        (tmp_path / "asv" / machine).mkdir(parents=True)
+        (tmp_path / "asv" / machine / "x.json").write_text(json.dumps(copy))
+    _, _, parts = report.sections(tmp_path)
+    (across,) = [p for title, p in parts if title == "Across machines"]
+    t = [part[1] for part in across if part[0] == "table"][0]
+    assert t.headers[2:4] == ["h200", "slowbox"]
+    assert t.rows[0][0].startswith("gelu_mul/") and t.rows[0][-1] == "slowbox" and t.rows[0][-2] == "2.00×"
