@@ -165,9 +165,9 @@ def _tier_ok(tier: str) -> bool:
     return True
 
 
-def asv_command(args) -> tuple[list[str], str] | int:
-    """The plain `asv run` that `mlpbench asv` and the nightly run, and the commit it records; an exit
-    status instead on bad input. What it adds to ASV: this Python as an existing environment, the
+def asv_command(args) -> tuple[list[str], str, str] | int:
+    """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
+    machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as an existing environment, the
     commit hash (ASV records nothing in one without it), the tier as a --bench expression, and the
     machine's registration (mlpbench.asv_machine)."""
     import subprocess
@@ -189,7 +189,7 @@ def asv_command(args) -> tuple[list[str], str] | int:
     machine = register(args.machine)["machine"]
     bench = args.bench or tier_regex(args.tier or ("standard" if default_device() == "cuda" else "quick"))
     return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
-            "--set-commit-hash", head, "--machine", machine, "--bench", bench], head
+            "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine
 
 
 def _asv(args) -> int:

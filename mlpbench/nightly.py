@@ -37,7 +37,7 @@ def run(args) -> int:
     made = asv_command(args)
     if isinstance(made, int):
         return made
-    (cmd, head), machine = made, made[0][made[0].index("--machine") + 1]
+    cmd, head, machine = made
     summary_path = args.summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY")
                                     else repo / "results" / "nightly-summary.md")
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
