@@ -54,7 +54,9 @@ def test_the_h200_page_carries_every_table_the_readme_used_to(regenerated):
     # facts the committed runs show, checked here so a change to how they are computed is seen
     assert "| asv-aa/ 66a83ba | asv/ 66a83ba | 180 | 0 | 0 | 0 | — |" in text
     assert re.search(r"\| asv-slowdown/ 7b82bf3 \| asv/ 66a83ba \| 120 \| 8 \|", text)
-    assert "beats eager on host time per call with calls queued back to back from 8192 tokens up" in text
+    # Where the crossover lies depends on the host of the newest run (8192 tokens on 30 November, 4096 on
+    # 1 December); that the page states one does not.
+    assert re.search(r"beats eager on host time per call with calls queued back to back from \d+ tokens up", text)
 
 
 def test_the_report_command_writes_the_pages(committed_results, tmp_path):
