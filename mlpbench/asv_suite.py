@@ -48,7 +48,7 @@ VERSION = f"mlpbench-v4-device-v{timing.DEVICE_METHOD_VERSION}"
 FAMILIES = {"quick": ("quick",), "standard": ("standard", registry.EVERY_TIER), "large": ("full",)}
 # Shapes small enough to measure on a CPU.
 CPU_SIZED = ("quick", registry.EVERY_TIER)
-# The tier each family's shapes make up, and the dtype its compile probes use.
+# The dtype of each family's compile probes: fp32 where they also run on a CPU, bf16 on a GPU.
 PROBE_DTYPE = {"quick": "fp32", "standard": "bf16"}
 
 
