@@ -1,0 +1,321 @@
+"""Fused silu(gate) * up in Triton (SwiGLU's elementwise step), forward and backward.
+
+    out    = silu(g) · u,                 silu(g) = g · sigmoid(g)
+    d_gate = dy · u · s · (1 + g · (1 - s)),   s = sigmoid(g)
+    d_up   = dy · silu(g)
+
+Inputs are seen as 2-D [rows, last dim] with a contiguous last dimension and
+any row stride, so the two halves of a merged gate/up projection ([t, 2h]
+chunked into two [t, h] views) are read in place, without a copy.  Math is
+float32; each output is rounded once to the input dtype on store.
+
+Both directions are ops registered with `torch.library.custom_op`, with fake
+(shape-only) implementations, so `torch.compile(fullgraph=True)` keeps them
+as single nodes; the forward op is differentiable through `register_autograd`.
+"""
+
+import contextlib
+
+import torch
+import triton
+import triton.language as tl
+
+try:  # Triton decides at decoration time whether @triton.jit means "interpret".
+    from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
+except ImportError:  # pragma: no cover - a Triton without the interpreter
+    _InterpretedFunction = ()
+
+_SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+# Each program moves one tile of _TILE_BYTES per tensor: 2 KiB over 4 warps is one
+# 16-byte vector per thread and tensor.  Bytes rather than elements, so every dtype
+# gets the same traffic per program.  Not tuned on a GPU yet.
+_TILE_BYTES = 2048
+_NUM_WARPS = 4
+
+# CUDA caps grid dimensions 1 and 2 at 65535 blocks; column tiles go there (row
+# tiles use dimension 0, whose cap is 2**31 - 1).
+_MAX_GRID_Y = 65535
+
+
+# --------------------------------------------------------------------------- #
+# Triton kernels
+# --------------------------------------------------------------------------- #
+@triton.jit
+def _sigmoid_parts(g):
+    """(s, e) in float32 with s = sigmoid(g) = 1 / (1 + e), e = exp(-g).
+
+    Built from tl.exp because the interpreter has no libdevice.  Saturates
+    without NaN: g -> -inf gives e = inf and s = 0, g -> +inf gives e = 0, s = 1.
+    """
+    e = tl.exp(-g)
+    return 1.0 / (1.0 + e), e
+
+
+@triton.jit
+def _tile_offsets(row_block, col_block, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(row indices as int64 column vector, column indices as row vector, mask) of one tile."""
+    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = col_block * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    # int64 rows: row * row_stride passes 2**31 for large or widely strided tensors.
+    return rows.to(tl.int64)[:, None], cols[None, :], mask
+
+
+@triton.jit
+def _silu_mul_fwd_kernel(
+    gate_ptr,
+    up_ptr,
+    out_ptr,
+    n_rows,
+    n_cols,
+    gate_row_stride,
+    up_row_stride,
+    out_row_stride,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    rows, cols, mask = _tile_offsets(tl.program_id(0), tl.program_id(1), n_rows, n_cols, BLOCK_M, BLOCK_N)
+    g = tl.load(gate_ptr + rows * gate_row_stride + cols, mask=mask).to(tl.float32)
+    u = tl.load(up_ptr + rows * up_row_stride + cols, mask=mask).to(tl.float32)
+    s, _e = _sigmoid_parts(g)
+    y = g * s * u
+    tl.store(out_ptr + rows * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _silu_mul_bwd_kernel(
+    grad_ptr,
+    gate_ptr,
+    up_ptr,
+    grad_gate_ptr,
+    grad_up_ptr,
+    n_rows,
+    n_cols,
+    grad_row_stride,
+    gate_row_stride,
+    up_row_stride,
+    out_row_stride,  # d_gate and d_up are allocated alike
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    rows, cols, mask = _tile_offsets(tl.program_id(0), tl.program_id(1), n_rows, n_cols, BLOCK_M, BLOCK_N)
+    dy = tl.load(grad_ptr + rows * grad_row_stride + cols, mask=mask).to(tl.float32)
+    g = tl.load(gate_ptr + rows * gate_row_stride + cols, mask=mask).to(tl.float32)
+    u = tl.load(up_ptr + rows * up_row_stride + cols, mask=mask).to(tl.float32)
+    s, e = _sigmoid_parts(g)
+    # 1 - s cancels for large g; there e <= 1 and 1 - s = e / (1 + e) = e·s exactly.
+    one_minus_s = tl.where(g >= 0, e * s, 1.0 - s)
+    # d silu/dg = s·(1 + g·(1 - s)).  For g -> -inf, s is 0 before g·(1 - s) can
+    # overflow; for g -> +inf, 1 - s is 0, so the product stays finite.
+    d_silu = s * (1.0 + g * one_minus_s)
+    out = rows * out_row_stride + cols
+    tl.store(grad_gate_ptr + out, (dy * u * d_silu).to(grad_gate_ptr.dtype.element_ty), mask=mask)
+    tl.store(grad_up_ptr + out, (dy * g * s).to(grad_up_ptr.dtype.element_ty), mask=mask)
+
+
+# True when TRITON_INTERPRET=1 was set before this module was imported; only
+# then can the kernels run on CPU tensors.
+_INTERPRETED = isinstance(_silu_mul_fwd_kernel, _InterpretedFunction)
+
+
+# --------------------------------------------------------------------------- #
+# Layout and launch
+# --------------------------------------------------------------------------- #
+def _as_rows(t: torch.Tensor) -> torch.Tensor:
+    """t as a 2-D [rows, last dim] tensor whose last dimension is contiguous (stride 1).
+
+    A view whenever one exists: row-strided inputs, such as a chunk of a merged
+    [t, 2h] projection, and leading dimensions that merge into one row stride.
+    Other layouts (a transposed last dimension, leading dimensions that cannot
+    merge) are copied once, here, rather than complicating the kernels' indexing.
+    """
+    n_cols = t.shape[-1] if t.dim() else 1
+    if n_cols > 1 and t.stride(-1) != 1:
+        t = t.contiguous()
+    return t.reshape(-1, n_cols)
+
+
+def _tile(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N): a tile of about _TILE_BYTES per tensor, as wide as the row allows.
+
+    Short rows get several rows per tile, so each program still moves a whole tile.
+    """
+    tile_elements = _TILE_BYTES // element_size
+    block_n = min(triton.next_power_of_2(n_cols), tile_elements)
+    block_m = min(tile_elements // block_n, triton.next_power_of_2(n_rows))
+    return block_m, block_n
+
+
+def _grid(n_rows: int, n_cols: int, block_m: int, block_n: int) -> tuple[int, int]:
+    col_tiles = triton.cdiv(n_cols, block_n)
+    if col_tiles > _MAX_GRID_Y:
+        raise ValueError(
+            f"silu_mul: last dimension {n_cols} needs {col_tiles} column tiles of {block_n}, "
+            f"more than the {_MAX_GRID_Y} a CUDA grid dimension allows"
+        )
+    return triton.cdiv(n_rows, block_m), col_tiles
+
+
+def _launch(kernel, device, n_rows, n_cols, *args):
+    block_m, block_n = _tile(n_rows, n_cols, args[0].element_size())
+    grid = _grid(n_rows, n_cols, block_m, block_n)
+    # Triton launches on the current CUDA device; make it the tensors' one.
+    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+        kernel[grid](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_NUM_WARPS)
+
+
+# --------------------------------------------------------------------------- #
+# Input checks
+# --------------------------------------------------------------------------- #
+def _check_inputs(gate, up) -> None:
+    """Shape, dtype and device checks shared by the public function, the ops and their fakes."""
+    for name, t in (("gate", gate), ("up", up)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"silu_mul: {name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in (("gate", gate), ("up", up)):
+        if not t.dtype.is_floating_point:
+            raise TypeError(
+                f"silu_mul: {name}.dtype={t.dtype} is not a floating dtype; "
+                "supported: torch.float32, torch.bfloat16, torch.float16"
+            )
+    if gate.dtype != up.dtype:
+        raise TypeError(f"silu_mul: gate and up must have the same dtype, got gate.dtype={gate.dtype} and up.dtype={up.dtype}")
+    if gate.dtype not in _SUPPORTED_DTYPES:
+        raise TypeError(f"silu_mul: unsupported dtype {gate.dtype}; supported: torch.float32, torch.bfloat16, torch.float16")
+    if gate.device != up.device:
+        raise ValueError(f"silu_mul: gate and up must be on the same device, got gate.device={gate.device} and up.device={up.device}")
+    if gate.shape != up.shape:
+        raise ValueError(
+            f"silu_mul: gate and up must have the same shape, got gate.shape={tuple(gate.shape)} and up.shape={tuple(up.shape)}"
+        )
+
+
+def _check_grad(grad, gate) -> None:
+    if grad.shape != gate.shape:
+        raise ValueError(f"silu_mul: grad.shape={tuple(grad.shape)} must match gate.shape={tuple(gate.shape)}")
+    if grad.device != gate.device:
+        raise ValueError(f"silu_mul: grad.device={grad.device} must match gate.device={gate.device}")
+
+
+def _check_runnable(device: torch.device) -> None:
+    """Whether the Triton kernels can run on `device` (checked where they launch)."""
+    if device.type == "cpu":
+        if not _INTERPRETED:
+            raise RuntimeError(
+                "silu_mul: CPU tensors need the Triton interpreter; set TRITON_INTERPRET=1 in the environment "
+                "before the kernel is loaded (or pass CUDA tensors)"
+            )
+    elif device.type != "cuda":
+        raise ValueError(f"silu_mul: unsupported device {device}; use a CUDA tensor (or CPU with TRITON_INTERPRET=1)")
+
+
+# --------------------------------------------------------------------------- #
+# torch.library ops
+# --------------------------------------------------------------------------- #
+# The op namespace is the package's import name.  Loaded through `kernels`, that is
+# metadata.json's id, which carries a digest of the sources: two different versions
+# of this kernel in one process get separate ops.
+_NAMESPACE = __name__.partition(".")[0]
+_ops = getattr(torch.ops, _NAMESPACE)
+
+
+def _forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    _check_inputs(gate, up)
+    out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if out.numel() == 0:
+        return out
+    _check_runnable(gate.device)
+    g2, u2, o2 = _as_rows(gate), _as_rows(up), _as_rows(out)
+    n_rows, n_cols = g2.shape
+    _launch(_silu_mul_fwd_kernel, gate.device, n_rows, n_cols, g2, u2, o2, n_rows, n_cols, g2.stride(0), u2.stride(0), o2.stride(0))
+    return out
+
+
+def _backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_inputs(gate, up)
+    _check_grad(grad, gate)
+    grad_gate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    grad_up = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if gate.numel() == 0:
+        return grad_gate, grad_up
+    _check_runnable(gate.device)
+    # Autograd may hand in a grad of another dtype or layout (e.g. the stride-0
+    # expand of sum().backward()); _as_rows copies only what cannot be viewed.
+    dy2 = _as_rows(grad.to(gate.dtype))
+    g2, u2 = _as_rows(gate), _as_rows(up)
+    dg2, du2 = _as_rows(grad_gate), _as_rows(grad_up)
+    n_rows, n_cols = g2.shape
+    _launch(
+        _silu_mul_bwd_kernel,
+        gate.device,
+        n_rows,
+        n_cols,
+        dy2,
+        g2,
+        u2,
+        dg2,
+        du2,
+        n_rows,
+        n_cols,
+        dy2.stride(0),
+        g2.stride(0),
+        u2.stride(0),
+        dg2.stride(0),
+    )
+    return grad_gate, grad_up
+
+
+def _fake_forward(gate, up):
+    _check_inputs(gate, up)
+    return torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+
+
+def _fake_backward(grad, gate, up):
+    _check_inputs(gate, up)
+    _check_grad(grad, gate)
+    return (
+        torch.empty(gate.shape, dtype=gate.dtype, device=gate.device),
+        torch.empty(gate.shape, dtype=gate.dtype, device=gate.device),
+    )
+
+
+def _setup_context(ctx, inputs, output):
+    gate, up = inputs
+    # The inputs as given (views included): the backward kernel reads them in place.
+    ctx.save_for_backward(gate, up)
+
+
+def _autograd_backward(ctx, grad_out):
+    gate, up = ctx.saved_tensors
+    grad_gate, grad_up = _ops.silu_mul_backward(grad_out, gate, up)
+    return (
+        grad_gate if ctx.needs_input_grad[0] else None,
+        grad_up if ctx.needs_input_grad[1] else None,
+    )
+
+
+# Defining an op again under the same name replaces the earlier definition, so
+# the namespace must differ between versions (see _NAMESPACE).
+_backward_op = torch.library.custom_op(f"{_NAMESPACE}::silu_mul_backward", _backward, mutates_args=())
+_backward_op.register_fake(_fake_backward)
+_forward_op = torch.library.custom_op(f"{_NAMESPACE}::silu_mul", _forward, mutates_args=())
+_forward_op.register_fake(_fake_forward)
+_forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------- #
+# Public entry point
+# --------------------------------------------------------------------------- #
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up, fused in one Triton kernel; differentiable; traceable by torch.compile.
+
+    Computed in float32, stored in the inputs' dtype (float32, bfloat16 or float16).
+    gate and up must have the same shape, dtype and device.  Rows may be strided
+    (the last dimension contiguous) and are then read in place; other layouts are
+    copied first.  The result is a new contiguous tensor of the inputs' shape.
+    """
+    # Checked here too so that errors name the Python-level problem before the
+    # op's schema sees the arguments (a list passed as gate, say).
+    _check_inputs(gate, up)
+    return _ops.silu_mul(gate, up)
