@@ -167,9 +167,9 @@ def _tier_ok(tier: str) -> bool:
 
 def asv_command(args) -> tuple[list[str], str, str] | int:
     """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
-    machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as an existing environment, the
-    commit hash (ASV records nothing in one without it), the tier as a --bench expression, and the
-    machine's registration (mlpbench.asv_machine)."""
+    machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as
+    an existing environment, the commit hash (ASV records nothing in one without it), the tier as a
+    --bench expression, and the machine's registration (mlpbench.asv_machine)."""
     import subprocess
 
     from .asv_machine import register
