@@ -93,7 +93,6 @@ def _each(ids: list[str], label: str, measure) -> dict:
     """`measure(id)` for every id, as a setup_cache returns it: a case that cannot run maps to
     {"skip": reason} (it raised NotImplementedError), one that failed to {"error": ...}, and the
     other cases still run. Progress goes to stderr (`asv run --show-stderr`)."""
-    _leave_a_core_for_asv()
     out = {}
     for k, i in enumerate(ids, 1):
         t0 = time.perf_counter()
@@ -167,6 +166,8 @@ def op_classes(family: str, op: str) -> dict[str, type]:
     params = [list(registry.OPS[op]["variants"]), list(registry.DTYPES), [s.id for s in shapes(family, op)]]
 
     def setup_cache(self):
+        # Runs in a process of ASV's own, so changing its thread count touches nothing else.
+        _leave_a_core_for_asv()
         return _each([c.id for c in cases(family, op)], f"{family}.{op}", measure_case)
 
     setup_cache.timeout = 3600
