@@ -1,13 +1,15 @@
 """Tests for the gelu_mul kernel repository, loaded through `kernels.get_local_kernel`.
 
-Run from the repository root:  TRITON_INTERPRET=1 python -m pytest kernels_local/gelu_mul/tests -q
-(conftest.py sets TRITON_INTERPRET=1 itself when there is no GPU).  Tests run on
-CUDA when it is available, else on CPU under the Triton interpreter.
+Run from the repository root:  python -m pytest kernels_local/gelu_mul -q
+Tests run on CUDA when it is available, else on CPU under the Triton interpreter
+(conftest.py sets TRITON_INTERPRET=1 when there is no GPU).
 """
 
+import importlib
 import os
 import subprocess
 import sys
+from collections import namedtuple
 from pathlib import Path
 
 import pytest
@@ -45,8 +47,41 @@ BIG = None if DEVICE == "cuda" else (65536, 4)
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    return kernels.get_local_kernel(REPO)
+def impl(kernel):
+    """The implementation module, for its launch helpers and kernels."""
+    return importlib.import_module(kernel.__name__ + "._gelu_mul")
+
+
+Launch = namedtuple("Launch", "name grid args meta")
+
+
+class _Recording:
+    """Stands in for a Triton kernel: records each `kernel[grid](*args, **meta)` and runs it."""
+
+    def __init__(self, name, fn, calls):
+        self.name, self.fn, self.calls = name, fn, calls
+
+    def __getitem__(self, grid):
+        run = self.fn[grid]
+
+        def record(*args, **meta):
+            self.calls.append(Launch(self.name, grid, args, meta))
+            return run(*args, **meta)
+
+        return record
+
+
+@pytest.fixture
+def launches(impl, monkeypatch):
+    """Every Triton kernel launch from here on, as Launch(kernel name, grid, arguments, keywords).
+
+    The arguments are exactly what the kernel gets: its tensors (their data_ptr shows
+    whether a copy was made), the row count and length, and the row strides.
+    """
+    calls = []
+    for name in ("_gelu_mul_fwd_kernel", "_gelu_mul_bwd_kernel"):
+        monkeypatch.setattr(impl, name, _Recording(name, getattr(impl, name), calls))
+    return calls
 
 
 def reference(gate, up):
@@ -93,9 +128,16 @@ def check_backward(kernel, gate, up, seed=7, config=None):
 # --------------------------------------------------------------------------- #
 def test_loads_through_kernels(kernel):
     assert callable(kernel.gelu_mul)
-    assert kernel.layers.GeGLUMLP.__name__ == "GeGLUMLP"
+    layer = kernel.layers.GeGLUMLP
+    assert layer.__name__ == "GeGLUMLP"
+    assert layer.has_backward is True and layer.can_torch_compile is True
     meta = next(k.metadata for k in kernels.get_loaded_kernels() if k.module is kernel)
     assert str(meta.name) == "gelu-mul"
+    # kernels imports the package under the metadata id, which names the ops' namespace
+    # (its own: silu_mul's ids start with _silu_mul_).
+    assert kernel.__name__ == meta.id and meta.id.startswith("_gelu_mul_")
+    ops = getattr(torch.ops, meta.id)
+    assert hasattr(ops, "gelu_mul") and hasattr(ops, "gelu_mul_backward")
 
 
 # --------------------------------------------------------------------------- #
@@ -170,6 +212,95 @@ def test_non_contiguous(kernel, dtype, view_name):
     check_backward(kernel, g, u.contiguous())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 781), (2, 5, 130)])
+def test_merged_halves_read_in_place(kernel, launches, dtype, shape):
+    """gate and up as the two halves of one [..., 2h] tensor: strided rows, no copies."""
+    h = shape[-1]
+    merged = randn(shape[:-1] + (2 * h,), dtype, 7, 2.0)
+    g, u = merged.chunk(2, dim=-1)
+    assert not g.is_contiguous() and g.stride()[-2:] == (2 * h, 1)
+
+    out = kernel.gelu_mul(g, u)
+    (fwd,) = launches
+    assert fwd.name == "_gelu_mul_fwd_kernel"
+    g_rows, u_rows, out_rows, n_rows, n_cols, *strides = fwd.args
+    # The kernel got the halves themselves (same memory, row stride 2h), not copies.
+    assert (g_rows.data_ptr(), u_rows.data_ptr(), out_rows.data_ptr()) == (g.data_ptr(), u.data_ptr(), out.data_ptr())
+    assert (n_rows, n_cols) == (out.numel() // h, h) and strides == [2 * h, 2 * h, h]
+    assert fwd.meta["ONE_ROW"] is False
+    assert out.is_contiguous()
+    assert torch.equal(out, kernel.gelu_mul(g.contiguous(), u.contiguous()))
+    assert_close(out, reference(g, u), dtype)
+
+    # Backward through the chunk: the merged tensor's gradient holds d_gate | d_up.
+    launches.clear()
+    leaf = merged.detach().requires_grad_()
+    dy = randn(shape, dtype, 8)
+    kernel.gelu_mul(*leaf.chunk(2, dim=-1)).backward(dy)
+    assert [launch.name for launch in launches] == ["_gelu_mul_fwd_kernel", "_gelu_mul_bwd_kernel"]
+    _, g_rows, u_rows, _, _, n_rows, n_cols, *strides = launches[1].args
+    assert (g_rows.data_ptr(), u_rows.data_ptr()) == (leaf.data_ptr(), leaf.data_ptr() + h * leaf.element_size())
+    assert (n_rows, n_cols) == (out.numel() // h, h) and strides == [h, 2 * h, 2 * h, h, h]
+    ref_leaf = merged.double().requires_grad_()
+    reference(*ref_leaf.chunk(2, dim=-1)).backward(dy.double())
+    assert_close(leaf.grad, ref_leaf.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_contiguous_inputs_launch_flat_blocks(kernel, impl, launches, dtype):
+    """Contiguous tensors are one row of numel elements: flat blocks of the whole tile,
+    row strides 0 (Triton then sees 16-element aligned offsets), one launch."""
+    g, u = randn((37, 781), dtype, 1, 2.0), randn((37, 781), dtype, 2)
+    g.requires_grad_()
+    out = kernel.gelu_mul(g, u)
+    out.backward(randn(out.shape, dtype, 3))
+    tile, num_warps = impl._launch_config(g.numel(), g.element_size())
+    for launch, n_tensors in zip(launches, (3, 5), strict=True):
+        assert launch.args[n_tensors : n_tensors + 2] == (1, g.numel())
+        assert launch.args[n_tensors + 2 :] == (0,) * n_tensors
+        assert launch.grid == (-(-g.numel() // tile), 1)
+        assert launch.meta == {"BLOCK_M": 1, "BLOCK_N": tile, "ONE_ROW": True, "USE_INT64": False, "num_warps": num_warps}
+    assert_close(out, reference(g, u), dtype)
+
+
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_launch_plan(impl, element_size):
+    tile, num_warps = impl._launch_config(1, element_size)
+    plan = impl._launch_plan
+    # Contiguous: one row, flat blocks of the whole tile, whatever the row length.
+    assert plan(8192, 14336, True, element_size) == (1, 8192 * 14336, 1, tile, num_warps)
+    assert plan(1823, 781, True, element_size) == (1, 1823 * 781, 1, tile, num_warps)
+    # Strided rows: tiles as wide as the row allows, short rows stacked.
+    assert plan(8192, 14336, False, element_size) == (8192, 14336, 1, tile, num_warps)
+    wide = min(1024, tile)  # 781 rounded up to a power of two, capped at the tile
+    assert plan(1823, 781, False, element_size) == (1823, 781, tile // wide, wide, num_warps)
+    assert plan(1000, 3, False, element_size) == (1000, 3, tile // 4, 4, num_warps)
+    assert plan(3, 5, False, element_size, (64, 2)) == (3, 5, 4, 8, 2)
+
+
+def test_row_tiles_past_the_grid_cap(kernel, impl, launches, monkeypatch):
+    """More row tiles than CUDA's grid dimension 1 allows go in several launches, over row slices."""
+    monkeypatch.setattr(impl, "_MAX_GRID_Y", 3)
+    merged = randn((49, 80), torch.float32, 1, 2.0).requires_grad_()
+    g, u = merged.chunk(2, dim=-1)
+    out = kernel.gelu_mul(g, u)  # float32: 512-element tiles of 8 rows × 64 columns
+    assert [launch.grid for launch in launches] == [(1, 3), (1, 3), (1, 1)]
+    starts = [launch.args[0].data_ptr() for launch in launches]
+    assert starts == [merged.data_ptr() + r * 80 * 4 for r in (0, 24, 48)]
+    assert [launch.args[3] for launch in launches] == [24, 24, 1]
+    # The last slice is one row of a tile of 8: not the flat one-row kernel (BLOCK_M must be 1 there).
+    assert [launch.meta["ONE_ROW"] for launch in launches] == [False] * 3
+    dy = randn(out.shape, torch.float32, 2)
+    out.backward(dy)
+    ref_leaf = merged.detach().double().requires_grad_()
+    expected = reference(*ref_leaf.chunk(2, dim=-1))
+    expected.backward(dy.double())
+    assert_close(out, expected, torch.float32)
+    assert_close(merged.grad, ref_leaf.grad, torch.float32)
+    assert len(launches) == 6
+
+
 @pytest.mark.parametrize("shape", [(0,), (0, 5), (3, 0, 2)])
 def test_empty(kernel, shape):
     g = randn(shape, torch.float32, 1).requires_grad_()
@@ -180,6 +311,17 @@ def test_empty(kernel, shape):
     assert g.grad.shape == shape and u.grad.shape == shape
     o = torch.empty(shape, device=DEVICE)
     assert kernel.gelu_mul(g.detach(), u.detach(), out=o) is o
+
+
+def test_meta_tensors_through_the_op(kernel):
+    """The public function asks for a runnable device (test_errors); the op itself, on the
+    meta device, answers from its fake implementation: shapes and dtypes, no kernel."""
+    g = torch.empty(4, 3, 8, device="meta", dtype=torch.bfloat16)
+    ops = getattr(torch.ops, kernel.__name__)
+    out = ops.gelu_mul(g, g)
+    assert out.device.type == "meta" and out.shape == g.shape and out.dtype == g.dtype
+    dg, du = ops.gelu_mul_backward(g, g, g)
+    assert dg.shape == du.shape == g.shape and dg.device.type == "meta"
 
 
 # --------------------------------------------------------------------------- #
@@ -301,6 +443,26 @@ def test_errors(kernel):
         gm(f32, f32, out=[])
     with pytest.raises(ValueError, match="_config must be"):
         gm(f32, f32, _config=(1000, 4))
+    # The op checks its inputs too, for callers that reach it through torch.ops.
+    op = getattr(torch.ops, kernel.__name__).gelu_mul
+    with pytest.raises(TypeError, match="same dtype, got gate.dtype=torch.float32 and up.dtype=torch.float16"):
+        op(f32, f32.half())
+    with pytest.raises(ValueError, match=r"same shape, got gate.shape=\(3, 4\) and up.shape=\(4, 3\)"):
+        op(f32, torch.ones(4, 3, device=DEVICE))
+
+
+@pytest.mark.parametrize(
+    "grad, message",
+    [
+        (lambda: torch.ones(4, 3, device=DEVICE), r"grad.shape=\(4, 3\) must match gate.shape=\(3, 4\)"),
+        (lambda: torch.ones(3, 4, device="meta"), rf"grad.device=meta must match gate.device={DEVICE}"),
+    ],
+    ids=["shape", "device"],
+)
+def test_backward_op_checks_grad(kernel, grad, message):
+    t = torch.ones(3, 4, device=DEVICE)
+    with pytest.raises(ValueError, match=message):
+        getattr(torch.ops, kernel.__name__).gelu_mul_backward(grad(), t, t)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -373,6 +535,9 @@ def _layout(t_shape, layout, dtype, seed):
     if layout == "transpose" and len(t_shape) >= 2:
         base_shape = t_shape[:-2] + (t_shape[-1], t_shape[-2])
         return randn(base_shape, dtype, seed, 2.0), lambda t: t.transpose(-1, -2)
+    if layout == "merged":  # the second half of a [..., 2h] tensor: strided rows, read in place
+        h = t_shape[-1]
+        return randn(t_shape[:-1] + (2 * h,), dtype, seed, 2.0), lambda t: t[..., h:]
     if layout == "slice":
         base_shape = (t_shape[0] * 2 + 1,) + t_shape[1:]
         return randn(base_shape, dtype, seed, 2.0), lambda t: t[1::2]
@@ -383,7 +548,7 @@ def _layout(t_shape, layout, dtype, seed):
 
 # Small dims keep each example to a few interpreter programs on CPU.
 shapes = st.lists(st.integers(0, 16), min_size=0, max_size=3).map(tuple)
-layouts = st.sampled_from(["contiguous", "transpose", "slice", "expand"])
+layouts = st.sampled_from(["contiguous", "merged", "transpose", "slice", "expand"])
 
 
 @settings(max_examples=25, deadline=None)
@@ -446,3 +611,55 @@ def test_kernelize_geglu_mlp(kernel, monkeypatch, mode):
     if mode == "training":
         out.sum().backward()
         assert model.gate_proj.weight.grad is not None and model.up_proj.weight.grad is not None
+
+
+PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
+
+
+def _kernelized_model(mode):
+    torch.manual_seed(0)
+    model = GeGLUMLPRef(32, 96).to(DEVICE)
+    # Mappings are keyed by the device type of the tensors the model will see:
+    # "cpu" here runs the CUDA-typed kernel on CPU tensors under the interpreter.
+    mapping = {"GeGLUMLP": {DEVICE: kernels.LocalLayerRepository(repo_path=REPO, layer_name="GeGLUMLP")}}
+    with kernels.use_kernel_mapping(mapping, inherit_mapping=False):
+        kernels.kernelize(model, mode=mode, device=DEVICE)
+    return model
+
+
+def _relative_error(actual, expected):
+    return (actual.double() - expected).norm().item() / (expected.norm().item() or 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_kernelize_geglu_mlp_torch_compile(kernel, launches, training):
+    """Mode.TORCH_COMPILE keeps our forward (can_torch_compile), and fullgraph tracing succeeds.
+
+    fullgraph=True raises on any graph break; the launches recorded at run time show
+    that the compiled graph called our kernels, not a decomposition.
+    """
+    torch._dynamo.reset()  # no cached graph from another test's module
+    mode = (kernels.Mode.TRAINING if training else kernels.Mode.INFERENCE) | kernels.Mode.TORCH_COMPILE
+    model = _kernelized_model(mode)
+    assert model.forward.__func__ is kernel.layers.GeGLUMLP.forward
+    assert model.forward.__func__ is not GeGLUMLPRef.forward
+
+    x = torch.randn(2, 5, 32, device=DEVICE, requires_grad=training)
+    # The same MLP in float64, with leaves for autograd.
+    x64 = x.detach().double().requires_grad_()
+    w64 = {name: getattr(model, name).weight.detach().double().requires_grad_() for name in PROJECTIONS}
+    y64 = F.linear(reference(F.linear(x64, w64["gate_proj"]), F.linear(x64, w64["up_proj"])), w64["down_proj"])
+
+    with torch.set_grad_enabled(training):
+        out = torch.compile(model, fullgraph=True)(x)
+    assert [launch.name for launch in launches] == ["_gelu_mul_fwd_kernel"]
+    assert _relative_error(out, y64) <= 1e-4  # the suite's float32 tolerance (mlpbench/workloads.py)
+    if training:
+        dy = torch.randn_like(out)
+        out.backward(dy)
+        y64.backward(dy.double())
+        assert [launch.name for launch in launches] == ["_gelu_mul_fwd_kernel", "_gelu_mul_bwd_kernel"]
+        assert _relative_error(x.grad, x64.grad) <= 1e-4
+        for name in PROJECTIONS:
+            assert _relative_error(getattr(model, name).weight.grad, w64[name].grad) <= 1e-4, name

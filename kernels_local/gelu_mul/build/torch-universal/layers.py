@@ -1,8 +1,9 @@
 """Layers for `kernels.kernelize`: looked up as `<kernel module>.layers.<name>`.
 
 `kernels` requires layer classes to be stateless: no __init__, no members
-beyond `forward` (and the `has_backward` / `can_torch_compile` flags).  The
-forward runs on the module it replaces, so it uses that module's attributes.
+beyond `forward` and the two flags it reads, `has_backward` (Mode.TRAINING)
+and `can_torch_compile` (Mode.TORCH_COMPILE).  The forward runs on the module
+it replaces, so it uses that module's attributes.
 """
 
 import torch
@@ -17,10 +18,11 @@ class GeGLUMLP(nn.Module):
     Replaces the forward of a module that has `gate_proj`, `up_proj` and `down_proj`.
     """
 
+    # gelu_mul is differentiable (its own fused backward kernel) ...
     has_backward = True
-    # Not validated under torch.compile; kernelize falls back to the original
-    # forward for Mode.TORCH_COMPILE.
-    can_torch_compile = False
+    # ... and a torch.library op with a fake implementation, so torch.compile
+    # traces it as one node, without a graph break.
+    can_torch_compile = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(gelu_mul(self.gate_proj(x), self.up_proj(x)))
