@@ -35,13 +35,13 @@ def test_case(benchmark, case, request):
         pytest.skip(reason)
     prepared = runner.prepare(case, device)  # raises CorrectnessError: failed, never timed
     benchmark.group = f"{case.op}/{case.shape.id}/{case.dtype}"
-    benchmark.extra_info.update(runner.describe(prepared, selected_tier(request.config)))
+    record = runner.describe(prepared, selected_tier(request.config))
     reason = runner.timing_skip_reason(case, device)
     if reason:
         pytest.skip(reason)
-    benchmark.extra_info.update(runner.device_metrics(prepared))
-    benchmark.extra_info.update(runner.back_to_back_metrics(prepared))
-    benchmark.extra_info.update(runner.structure(prepared, request.config.getoption("--trace-dir")))
+    record.set(**runner.device_metrics(prepared), **runner.back_to_back_metrics(prepared),
+               **runner.structure(prepared, request.config.getoption("--trace-dir")))
+    benchmark.extra_info.update(record.extra_info())
     benchmark(prepared.workload.fn, *prepared.input_sets[0])
     if benchmark.stats is not None:  # None under --benchmark-disable: the call ran once, untimed
-        benchmark.extra_info["host_time_s"] = benchmark.stats.stats.median
+        benchmark.extra_info.update(record.set(host_time_s=benchmark.stats.stats.median).extra_info())

@@ -32,11 +32,14 @@ CorrectnessError in the cache and is recorded as failed.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 import types
+from pathlib import Path
 
-from . import registry, runner, timing
+from . import codegen, registry, runner, timing
+from .record import METRICS
 from .compile_probe import probe
 
 # Bump when what a benchmark measures changes, so ASV starts a new series instead of drawing a step.
@@ -123,12 +126,16 @@ def measure_case(case_id: str) -> dict:
     reason = runner.timing_skip_reason(case, device)
     if reason:
         raise NotImplementedError(reason)
-    out = runner.device_metrics(p) | runner.structure(p)
+    record = runner.describe(p, None).set(**runner.device_metrics(p), **runner.structure(p))
     # A tenth of a second of single calls (at least ten): host time is reported, not gated, on a GPU,
-    # and a nightly of ~180 cases must leave time for the compile benchmarks.
-    out["host_time_samples_s"] = timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
-                                                          min_samples=10)
-    return out
+    # and a nightly of ~270 cases must leave time for the compile benchmarks.
+    record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
+                                                            min_samples=10))
+    if record.codegen_fingerprint is not None and os.environ.get("ASV_CONF_DIR"):
+        # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
+        # beside them, content-addressed, for the gate to say what changed (results_dir's parent).
+        codegen.store(record.codegen, Path(os.environ["ASV_CONF_DIR"]) / "results")
+    return record.extra_info()
 
 
 def _entry(cache: dict, case_id: str) -> dict:
@@ -144,7 +151,11 @@ def _entry(cache: dict, case_id: str) -> dict:
 
 def _not_a_case(op: str, variant: str, dtype: str, shape_id: str) -> str:
     (shape,) = [s for s in registry.SHAPES if s.op == op and s.id == shape_id]
-    return f"{op}/{variant}/{dtype}/{shape_id} is not a case: shape {shape_id} is measured in {', '.join(shape.dtypes)} only"
+    v = registry.OPS[op].variant(variant)
+    why = (f"shape {shape_id} is measured in {', '.join(shape.dtypes)} only" if dtype not in shape.dtypes else
+           f"{variant} is measured at {', '.join(v.only_shapes or ['every shape'])} in "
+           f"{', '.join(v.only_dtypes or shape.dtypes)} only (its compile is costly)")
+    return f"{op}/{variant}/{dtype}/{shape_id} is not a case: {why}"
 
 
 def _own_cache_key(setup_cache, owner: str):
@@ -163,7 +174,7 @@ def _own_cache_key(setup_cache, owner: str):
 
 def op_classes(family: str, op: str) -> dict[str, type]:
     ids = {c.id for c in cases(family, op)}
-    params = [list(registry.OPS[op]["variants"]), list(registry.DTYPES), [s.id for s in shapes(family, op)]]
+    params = [list(registry.OPS[op].variant_names), list(registry.DTYPES), [s.id for s in shapes(family, op)]]
 
     def setup_cache(self):
         # Runs in a process of ASV's own, so changing its thread count touches nothing else.
@@ -181,61 +192,82 @@ def op_classes(family: str, op: str) -> dict[str, type]:
 
     def device_setup(self, cache, variant, dtype, shape):
         self.entry = entry(cache, variant, dtype, shape)
-        if "device_time_samples_s" not in self.entry:
+        if METRICS["track_device_time"].field not in self.entry:
             raise NotImplementedError("no GPU here: device time, peak memory and kernels per call need CUDA "
                                       f"(host time is in {registry.class_name(op)}Host)")
-
-    def track_device_time(self, cache, variant, dtype, shape):
-        return {"samples": self.entry["device_time_samples_s"], "number": 1}
-
-    track_device_time.unit = "seconds"
-
-    def track_peak_memory(self, cache, variant, dtype, shape):
-        return self.entry["peak_memory_bytes"]
-
-    track_peak_memory.unit = "bytes"
-
-    def track_kernels_per_call(self, cache, variant, dtype, shape):
-        if "kernels_per_call" not in self.entry:
-            raise RuntimeError(self.entry.get("profile_error", "no profile recorded"))
-        return self.entry["kernels_per_call"]
-
-    track_kernels_per_call.unit = "kernels"
 
     def host_setup(self, cache, variant, dtype, shape):
         self.entry = entry(cache, variant, dtype, shape)
 
-    def track_host_time(self, cache, variant, dtype, shape):
-        return {"samples": self.entry["host_time_samples_s"], "number": 1}
-
-    track_host_time.unit = "seconds"
-
     common = {"params": params, "param_names": ["variant", "dtype", "shape"], "version": VERSION,
               "timeout": 600, "setup_cache": setup_cache}
-    what = registry.OPS[op]["what"]
-    return {
-        f"{registry.class_name(op)}Device": type(f"{registry.class_name(op)}Device", (), {
-            **common, "setup": device_setup, "track_device_time": track_device_time,
-            "track_peak_memory": track_peak_memory, "track_kernels_per_call": track_kernels_per_call,
+    what = registry.OPS[op].what
+    name = registry.class_name(op)
+    compilers = list(registry.OPS[op].of_role("compiler"))
+
+    def codegen_setup(self, cache, variant, dtype, shape):
+        self.entry = entry(cache, variant, dtype, shape)
+        if METRICS["track_codegen"].field not in self.entry:
+            raise NotImplementedError("no Triton kernel to fingerprint: Inductor generates C++ on a CPU")
+
+    codegen_classes = {} if not compilers else {
+        f"{name}Codegen": type(f"{name}Codegen", (), {
+            **common, "params": [compilers, *params[1:]], "setup": codegen_setup, **_tracks(CODEGEN_METRICS),
+            "__doc__": f"What torch.compile generated for {op} ({family} shapes), as a fingerprint that "
+                       "changes with the kernels' source or launch configuration (mlpbench/codegen.py).",
+        }),
+    }
+    return codegen_classes | {
+        f"{name}Device": type(f"{name}Device", (), {
+            **common, "setup": device_setup, **_tracks(DEVICE_METRICS),
             "__doc__": f"Device time, peak memory and kernels per call of {op} ({family} shapes): {what}.",
         }),
-        f"{registry.class_name(op)}Host": type(f"{registry.class_name(op)}Host", (), {
-            **common, "setup": host_setup, "track_host_time": track_host_time,
+        f"{name}Host": type(f"{name}Host", (), {
+            **common, "setup": host_setup, **_tracks(HOST_METRICS),
             "__doc__": f"Host time per synchronised call of {op} ({family} shapes): {what}.",
         }),
     }
 
 
+# The op classes' benchmarks: ASV method names of mlpbench/record.py's METRICS, each reading its record field.
+DEVICE_METRICS = ("track_device_time", "track_peak_memory", "track_kernels_per_call")
+HOST_METRICS = ("track_host_time",)
+CODEGEN_METRICS = ("track_codegen",)
+
+
+def _tracks(names) -> dict:
+    def reader(name):
+        metric = METRICS[name]
+
+        def track(self, cache, variant, dtype, shape):
+            if metric.field not in self.entry:
+                raise RuntimeError(self.entry.get("profile_error", f"no {metric.field} recorded"))
+            value = self.entry[metric.field]
+            return {"samples": value, "number": 1} if metric.samples else value
+
+        track.__name__ = track.__qualname__ = name
+        track.unit = metric.unit
+        return track
+
+    return {name: reader(name) for name in names}
+
+
 def probe_cases(family: str) -> list[registry.Case]:
-    """The compiled cases whose compile time stands for each op of the family: its first shape, in
-    fp32 for quick shapes (they run on a CPU too) and bf16 for GPU ones. Cold compiles cost seconds
-    to minutes each, so one case per op."""
+    """The compiled cases whose compile time stands for each op of the family that asks for it
+    (Op.probe_compile): each compiler variant at its first shape, in fp32 for quick shapes (they run
+    on a CPU too) and bf16 for GPU ones. Cold compiles cost seconds to minutes each, so one per
+    op and compiler."""
     if family not in PROBE_DTYPE:
         return []
     out = []
-    for op in registry.OPS:
-        hits = [c for c in cases(family, op) if c.variant == "compiled" and c.dtype == PROBE_DTYPE[family]]
-        out += hits[:1]
+    for rank in (0, 1):  # each op's default compiler first, then its others (max-autotune): ids keep their place
+        for op in registry.OPS.values():
+            compilers = op.of_role("compiler")
+            if not op.probe_compile:
+                continue
+            for variant in compilers[:1] if rank == 0 else compilers[1:]:
+                hits = [c for c in cases(family, op.name) if c.variant == variant and c.dtype == PROBE_DTYPE[family]]
+                out += hits[:1]
     return out
 
 
@@ -283,29 +315,48 @@ def _probe(case_id: str, **kw) -> dict:
     return probe(case_id, **kw)
 
 
-SEQUENCE_VARIANTS = ("compiled", "compiled-dynamic", "liger", "ours")
+DYNAMIC = registry.DYNAMIC  # a sequence id's variant suffix: the compiler variant with dynamic=True
+
+
+def sequences(family: str) -> dict[str, tuple[registry.Case, bool]]:
+    """The changing-shapes runs of the family: id → (case, dynamic). Per op that asks for them
+    (Op.changing_shapes), every variant but the baseline and the costly compilers, the default
+    compiler also with dynamic=True;
+    ids like 'mlp/compiled-dynamic/bf16/d768-h3072' (the dims without the token count)."""
+    out = {}
+    for probe_case in probe_cases(family):
+        op = registry.OPS[probe_case.op]
+        if not op.changing_shapes:
+            continue
+        dims = "-".join(f"{k}{v}" for k, v in probe_case.shape.dims if k != "t")
+        if probe_case.variant != op.of_role("compiler")[0]:
+            continue  # max-autotune over ten shapes would compile GEMM templates ten times: minutes each
+        for v in op.variants[1:]:
+            if v.compiles and v.name != probe_case.variant:
+                continue
+            case = registry.case(op.name, v.name, probe_case.dtype, probe_case.shape.id)
+            out[f"{op.name}/{v.name}/{case.dtype}/{dims}"] = (case, False)
+            if v.compiles:
+                out[f"{op.name}/{v.name}{DYNAMIC}/{case.dtype}/{dims}"] = (case, True)
+    return out
 
 
 def sequence_ids(family: str) -> list[str]:
-    """The MLP over changing token counts, per variant: ids like 'mlp/compiled-dynamic/bf16/d768-h3072'."""
-    base = [c for c in probe_cases(family) if c.op == "mlp"]
-    if not base:
-        return []
-    dims = "-".join(f"{k}{v}" for k, v in base[0].shape.dims if k != "t")
-    return [f"mlp/{v}/{base[0].dtype}/{dims}" for v in SEQUENCE_VARIANTS]
+    return list(sequences(family))
 
 
 def compile_classes(family: str) -> dict[str, type]:
     probes = probe_cases(family)
     if not probes:
         return {}
-    (mlp,) = [c for c in probes if c.op == "mlp"]
+    runs = sequences(family)
+    dynamic_probes = [c for c in probes
+                      if registry.OPS[c.op].changing_shapes and c.variant == registry.OPS[c.op].of_role("compiler")[0]]
 
     def sequence(seq_id):
-        variant = seq_id.split("/")[1]
-        case = registry.case_by_id(f"mlp/{variant.removesuffix('-dynamic')}/{mlp.dtype}/{mlp.shape.id}")
+        case, dynamic = runs[seq_id]
         _probe_here(case)
-        return probe(case.id, dynamic=variant.endswith("-dynamic"), sequence=True)
+        return probe(case.id, dynamic=dynamic, sequence=True)
 
     return {
         "CompileTime": _probe_class(
@@ -313,11 +364,11 @@ def compile_classes(family: str) -> dict[str, type]:
             {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
             "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count."),
         "CompileTimeDynamic": _probe_class(
-            "CompileTimeDynamic", family, [mlp.id], functools.partial(_probe, dynamic=True),
+            "CompileTimeDynamic", family, [c.id for c in dynamic_probes], functools.partial(_probe, dynamic=True),
             {"track_recompile_new_shape_dynamic": "recompile_s"},
             "torch.compile(dynamic=True): recompile for a new token count (the MLP only)."),
         "ChangingShapes": _probe_class(
-            "ChangingShapes", family, sequence_ids(family), sequence, {"track_total": "total_s"},
+            "ChangingShapes", family, list(runs), sequence, {"track_total": "total_s"},
             "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
             param_name="sequence"),
     }
@@ -333,15 +384,15 @@ def preload() -> None:
     """
     import importlib
 
-    for name in ("torch._dynamo", "torch._inductor.compile_fx", "kernels", "liger_kernel.ops.geglu",
-                 "liger_kernel.transformers.geglu"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass  # an optional package that is missing: its cases say so when they run
-    from . import sources
-
-    sources.ours()
+    for name in ("torch._dynamo", "torch._inductor.compile_fx", "kernels"):
+        importlib.import_module(name)
+    for op in registry.OPS.values():
+        for v in op.variants:
+            try:
+                if v.preload:
+                    v.preload()
+            except ImportError:
+                pass  # an optional package that is missing: its cases say so when they run
     # Objects that exist now are never collected in the forked children: freezing them keeps the
     # collector from touching (and so copying) their pages in every child.
     import gc
@@ -368,6 +419,8 @@ def tier_regex(tier: str) -> str:
     quick is the quick family and the standard family's shapes that every tier shares."""
     registry.select(tier)  # raises SelectionError naming a bad tier
     if tier == "quick":
-        shared = "|".join(s.id for s in registry.SHAPES if s.tier == registry.EVERY_TIER)
-        return rf"^quick\.|^standard\.\w+(Device|Host)\.\w+\(.*'({shared})'\)$"
+        # by class and shape: another op may have a standard shape with the same id
+        shared = "|".join(rf"{registry.class_name(s.op)}(Device|Host)\.\w+\(.*'{s.id}'\)"
+                          for s in registry.SHAPES if s.tier == registry.EVERY_TIER)
+        return rf"^quick\.|^standard\.({shared})$"
     return r"^standard\." if tier == "standard" else r"^(standard|large)\."

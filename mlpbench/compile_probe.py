@@ -46,16 +46,22 @@ def _with_tokens(case, tokens: int):
     return dataclasses.replace(case, shape=dataclasses.replace(case.shape, dims=tuple(dims.items())))
 
 
+def _baseline(case):
+    from .registry import OPS
+
+    return dataclasses.replace(case, variant=OPS[case.op].baseline)
+
+
 def _inputs_for(case, tokens: int, device: str, seed: int) -> tuple:
     from . import workloads
 
-    return workloads.build(dataclasses.replace(_with_tokens(case, tokens), variant="eager"), device).make_inputs(seed)
+    return workloads.build(_baseline(_with_tokens(case, tokens)), device).make_inputs(seed)
 
 
 def _warm_device(case, device: str) -> None:
     from . import workloads
 
-    eager = workloads.build(dataclasses.replace(case, variant="eager"), device)
+    eager = workloads.build(_baseline(case), device)
     eager.fn(*eager.make_inputs(0))  # CUDA context, cuBLAS handles: not compile time
 
 
@@ -94,7 +100,7 @@ def measure(case_id: str, dynamic: bool = False, sequence: bool = False) -> dict
     from .runner import default_device
 
     case = registry.case_by_id(case_id)
-    if case.variant != "compiled" and not sequence:
+    if not registry.variant_of(case).compiles and not sequence:
         raise SystemExit(f"compile_probe: {case_id!r} is not a compiled case")
     device = default_device()
     _warm_device(case, device)

@@ -13,8 +13,6 @@ import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
-
 EXPECTATIONS = Path(__file__).with_name("expectations.toml")
 # Device activity that is not a compute kernel: counted apart, as the blog's traces show them apart.
 _MEMSET = re.compile(r"^memset", re.I)
@@ -44,6 +42,7 @@ def _split(names: list[str]) -> tuple[list[str], int, int]:
 
 def profile_call(fn, inputs: tuple, *, calls: int = 5, trace_path: Path | None = None) -> Profile:
     """Profile `calls` back-to-back calls of a warmed-up `fn` on the GPU."""
+    import torch  # here, not at import: the report reads expectations without torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -77,6 +76,11 @@ def profile_call(fn, inputs: tuple, *, calls: int = 5, trace_path: Path | None =
         kernel_times_in_order_s=in_order,
         profiled_host_time_per_call_s=wall / calls,
     )
+
+
+def patterns(path: Path = EXPECTATIONS) -> dict[str, str]:
+    """expectations.toml's named kernel-name patterns (gemm, split_k, ...)."""
+    return tomllib.loads(path.read_text()).get("patterns", {})
 
 
 def load_expectations(path: Path = EXPECTATIONS) -> list[dict]:

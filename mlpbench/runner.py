@@ -15,7 +15,8 @@ import torch
 
 from . import timing, workloads
 from .envinfo import environment
-from .registry import TRITON_VARIANTS, Case
+from .record import Record
+from .registry import Case, variant_of
 
 
 def release_memory() -> None:
@@ -36,25 +37,25 @@ def interpreting() -> bool:
 
 
 def skip_reason(case: Case, device: str) -> str | None:
-    """Why `case` cannot run at all on `device`, or None when it can."""
-    if case.variant == "liger" and case.op != "mlp":
-        from .sources import liger_source
-
-        if liger_source() == "hub":
-            return "MLPBENCH_LIGER_SOURCE=hub provides Liger's MLP layer only; its GeLU·mul op needs the package"
-    if case.variant == "liger" and importlib.util.find_spec("liger_kernel") is None:
-        return "liger-kernel is not installed (pip install liger-kernel)"
-    if device == "cpu" and case.variant == "liger":
-        return ("Liger's GeGLU kernel calls libdevice tanh, which Triton's CPU interpreter "
-                "(TRITON_INTERPRET=1) cannot run; liger cases need a GPU")
-    if device == "cpu" and case.variant in TRITON_VARIANTS and not interpreting():
+    """Why `case` cannot run at all on `device`, or None when it can (what its variant needs:
+    mlpbench/ops/)."""
+    v = variant_of(case)
+    reason = v.skip_reason() if v.skip_reason else None
+    if reason:
+        return reason
+    if v.requires and importlib.util.find_spec(v.requires) is None:
+        package = v.requires.replace("_", "-")
+        return f"{package} is not installed (pip install {package})"
+    if device == "cpu" and v.cpu_reason:
+        return v.cpu_reason
+    if device == "cpu" and v.triton and not interpreting():
         return "Triton kernels run on a CPU only under TRITON_INTERPRET=1, which is not set"
     return None
 
 
 def timing_skip_reason(case: Case, device: str) -> str | None:
     """Why `case` is checked for correctness but not timed on `device`, or None."""
-    if device == "cpu" and case.variant in TRITON_VARIANTS:
+    if device == "cpu" and variant_of(case).triton:
         return ("correctness checked under TRITON_INTERPRET=1; not timed, because on a CPU the "
                 "interpreter's speed says nothing about the kernel")
     return None
@@ -67,40 +68,46 @@ class Prepared:
     workload: workloads.Workload
     max_rel_err: float
     input_sets: list[tuple]
+    codegen: dict | None = None  # what Inductor generated, for compiler variants (mlpbench/codegen.py)
 
 
 def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
     """Build the case, gate it on the float64 reference (raises CorrectnessError), make inputs.
 
-    The correctness call is the first call, so torch.compile has compiled by the time this returns.
-    `input_sets` defaults to as many as device timing needs to keep repeated calls out of L2.
+    The correctness call is the first call, so torch.compile has compiled and autotuned by the time
+    this returns: for compiler variants hermetically (empty compiler caches of their own, see
+    mlpbench/codegen.py), and what it generated is recorded. `input_sets` defaults to as many as
+    device timing needs to keep repeated calls out of L2.
     """
-    wl = workloads.build(case, device)
-    err = workloads.check(wl)
+    variant = variant_of(case)
+    generated = None
+    if variant.compiles:
+        from . import codegen
+
+        with codegen.hermetic():
+            before = codegen.snapshot()
+            wl = workloads.build(case, device)
+            err = workloads.check(wl)
+            generated = codegen.record(before, variant.compile_mode)
+    else:
+        wl = workloads.build(case, device)
+        err = workloads.check(wl)
     n = input_sets or (timing.input_sets_needed(wl.bytes, device) if device == "cuda" else 1)
-    return Prepared(case, device, wl, err, [wl.make_inputs(seed) for seed in range(n)])
+    return Prepared(case, device, wl, err, [wl.make_inputs(seed) for seed in range(n)], generated)
 
 
-def describe(p: Prepared, tier: str) -> dict:
+def describe(p: Prepared, tier: str | None) -> Record:
     """The fields every result record carries, whatever was measured."""
     c = p.case
-    return {
-        "case": c.id,
-        "op": c.op,
-        "variant": c.variant,
-        "dtype": c.dtype,
-        "shape": c.shape.as_dict(),
-        "shape_id": c.shape.id,
-        "tier": tier,
-        "device": p.device,
-        "flops": p.workload.flops,
-        "bytes": p.workload.bytes,
-        "max_rel_err": p.max_rel_err,
-        "tolerance": workloads.TOLERANCE[c.dtype],
-        "source": p.workload.source,
-        **({"gpu": environment()["gpu"]} if p.device == "cuda" else {}),
-        **p.workload.extra,
-    }
+    return Record(
+        case=c.id, op=c.op, variant=c.variant, dtype=c.dtype, shape=c.shape.as_dict(), shape_id=c.shape.id,
+        tier=tier, device=p.device, flops=p.workload.flops, bytes=p.workload.bytes, max_rel_err=p.max_rel_err,
+        tolerance=workloads.TOLERANCE[c.dtype], source=p.workload.source,
+        gpu=environment()["gpu"] if p.device == "cuda" else None,
+        codegen=p.codegen,
+        # No Triton kernel (a CPU run: Inductor generated C++), nothing for the gate to compare.
+        codegen_fingerprint=p.codegen["fingerprint"] if p.codegen and p.codegen["kernels"] else None,
+    ).set(**p.workload.extra)
 
 
 def device_metrics(p: Prepared) -> dict:

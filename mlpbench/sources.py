@@ -1,7 +1,8 @@
-"""Where the Triton variants come from: our kernel repository, and Liger (package by default, Hub on request).
+"""Where the Triton variants come from: our kernel repositories, and Liger (package by default, Hub on request).
 
 Every result records the source string these functions return, so a number can be traced to the
-code that produced it.
+code that produced it. Which repository or Liger op an op uses is said in its op module
+(mlpbench/ops/); this module only knows how to load them.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ import importlib.metadata
 import os
 from pathlib import Path
 
-import torch
-from torch import nn
-
-KERNEL_REPO = Path(__file__).resolve().parent.parent / "kernels_local" / "gelu_mul"
+KERNELS_LOCAL = Path(__file__).resolve().parent.parent / "kernels_local"
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1  # a pinned major version: Hub code is never taken unpinned
 LIGER_SOURCES = ("package", "hub")
@@ -29,76 +27,63 @@ def liger_source() -> str:
     return src
 
 
-def _version(dist: str) -> str | None:
+def version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
+def kernel_repo(name: str) -> Path:
+    path = KERNELS_LOCAL / name
+    if not (path / "build").is_dir():
+        raise FileNotFoundError(f"no kernel repository {name!r} at {path} (expected a build/ folder)")
+    return path
+
+
 @functools.cache
-def ours():
-    """Our gelu_mul kernel repository, loaded through `kernels` from the local folder (no network)."""
+def local_kernel(name: str):
+    """A kernel repository under kernels_local/, loaded through `kernels` from its folder (no network)."""
     import kernels
 
-    return kernels.get_local_kernel(KERNEL_REPO)
+    return kernels.get_local_kernel(kernel_repo(name))
 
 
-def ours_source() -> str:
-    return f"kernels_local/gelu_mul via kernels {_version('kernels')} get_local_kernel"
+def local_kernel_source(name: str) -> str:
+    return f"kernels_local/{name} via kernels {version('kernels')} get_local_kernel"
 
 
 def liger_description() -> str:
     if liger_source() == "hub":
-        return f"{LIGER_HUB_REPO} version={LIGER_HUB_VERSION} via kernels {_version('kernels')}"
-    return f"liger-kernel {_version('liger-kernel')} (package)"
+        return f"{LIGER_HUB_REPO} version={LIGER_HUB_VERSION} via kernels {version('kernels')}"
+    return f"liger-kernel {version('liger-kernel')} (package)"
 
 
-def liger_gelu_mul():
-    """Liger's GeLU·mul autograd op (forward kernel `_geglu_tanh_forward_kernel`)."""
-    if liger_source() == "hub":
-        raise NotImplementedError(
-            "the Hub source is used for the liger mlp layer only; gelu_mul/liger needs the package"
-        )
-    from liger_kernel.ops.geglu import LigerGELUMulFunction
-
-    return LigerGELUMulFunction.apply
-
-
-def _kernelized(model: nn.Module, layer_repository, device: str) -> nn.Module:
+def kernelized(model, layer_name: str, layer_repository, device: str):
+    """A copy of `model` whose forward `kernels.kernelize` swapped for `layer_repository`'s layer."""
     from kernels import Mode, kernelize, use_kernel_mapping
 
-    mapping = {"GeGLUMLP": {device: layer_repository}}
+    eager_forward = type(model).forward
+    mapping = {layer_name: {device: layer_repository}}
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        return kernelize(model, mode=Mode.INFERENCE, device=device)
+        out = kernelize(copy.deepcopy(model), mode=Mode.INFERENCE, device=device)
+    # kernelize falls back to the original forward when no mapping matches: that would time eager.
+    if getattr(out.forward, "__func__", None) is eager_forward:
+        raise RuntimeError(f"kernelize kept the eager forward of {type(model).__name__} on {device!r}")
+    return out
 
 
-def ours_mlp(eager: nn.Module, device: str) -> nn.Module:
-    """A copy of the eager GeGLU MLP whose forward `kernels.kernelize` swapped for our layer."""
+def local_layer(model, layer_name: str, repo: str, device: str):
+    """`model` with its forward replaced by layer `layer_name` of our repository `repo`."""
     from kernels import LocalLayerRepository
 
-    repo = LocalLayerRepository(repo_path=KERNEL_REPO, layer_name="GeGLUMLP")
-    model = _kernelized(copy.deepcopy(eager), repo, device)
-    # kernelize falls back to the original forward when no mapping matches: that would time eager.
-    if getattr(model.forward, "__func__", None) is type(eager).forward:
-        raise RuntimeError(f"kernelize kept the eager forward of {type(eager).__name__} on {device!r}")
-    return model
+    return kernelized(model, layer_name, LocalLayerRepository(repo_path=kernel_repo(repo), layer_name=layer_name),
+                      device)
 
 
-def liger_mlp(eager: nn.Module, dim: int, hidden: int) -> nn.Module:
-    """Liger's GeGLU MLP with the eager module's weights (shared storage, not a copy)."""
-    if liger_source() == "hub":
-        from kernels import LayerRepository
+def liger_hub_layer(model, layer_name: str, liger_layer: str):
+    """`model` with its forward replaced by Liger's `liger_layer` from the Hub (pinned version)."""
+    from kernels import LayerRepository
 
-        repo = LayerRepository(repo_id=LIGER_HUB_REPO, layer_name="LigerGEGLUMLP", version=LIGER_HUB_VERSION)
-        return _kernelized(copy.deepcopy(eager), repo, eager.gate_proj.weight.device.type)
-    from types import SimpleNamespace
-
-    from liger_kernel.transformers.geglu import LigerGEGLUMLP
-
-    cfg = SimpleNamespace(hidden_size=dim, intermediate_size=hidden, hidden_act="gelu_pytorch_tanh")
-    with torch.device("meta"):  # its own weights are replaced below: don't spend time initialising them
-        liger = LigerGEGLUMLP(cfg)
-    for name in ("gate_proj", "up_proj", "down_proj"):
-        getattr(liger, name).weight = getattr(eager, name).weight
-    return liger
+    repo = LayerRepository(repo_id=LIGER_HUB_REPO, layer_name=liger_layer, version=LIGER_HUB_VERSION)
+    return kernelized(model, layer_name, repo, next(model.parameters()).device.type)

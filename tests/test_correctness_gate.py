@@ -34,8 +34,20 @@ def _off_by_one_percent(gate, up):
     return torch.nn.functional.gelu(gate, approximate="tanh") * up * 1.01
 
 
+def _timing(fn):
+    """workloads.build with the timed callable replaced by `fn`: a variant that computes something else."""
+    real = workloads.build
+
+    def build(case, device, **options):
+        wl = real(case, device, **options)
+        wl.fn, wl.source = fn, "broken"
+        return wl
+
+    return build
+
+
 def test_a_wrong_variant_fails_the_gate(monkeypatch):
-    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant, dynamic=False: (_off_by_one_percent, "broken"))
+    monkeypatch.setattr(workloads, "build", _timing(_off_by_one_percent))
     with pytest.raises(workloads.CorrectnessError, match=r"relative error 0\.01.* > tolerance"):
         runner.prepare(_case("gelu_mul/eager/fp32/t333-h3000"), "cpu")
 
@@ -46,7 +58,7 @@ def test_nan_never_passes(monkeypatch):
         out.view(-1)[7] = float("nan")
         return out
 
-    monkeypatch.setattr(workloads, "_gelu_mul_impl", lambda variant, dynamic=False: (with_nan, "broken"))
+    monkeypatch.setattr(workloads, "build", _timing(with_nan))
     with pytest.raises(workloads.CorrectnessError, match="NaN"):
         runner.prepare(_case("gelu_mul/eager/bf16/t333-h3000"), "cpu")
 
@@ -59,10 +71,14 @@ pytest_plugins = ["mlpbench.pytest_plugin"]
 import torch
 from mlpbench import workloads
 
-def _broken(variant, dynamic=False):
-    return (lambda g, u: torch.nn.functional.gelu(g, approximate="tanh") * u + 0.5), "broken"
+_real = workloads.build
 
-workloads._gelu_mul_impl = _broken
+def _broken(case, device, **options):
+    wl = _real(case, device, **options)
+    wl.fn = lambda g, u: torch.nn.functional.gelu(g, approximate="tanh") * u + 0.5
+    return wl
+
+workloads.build = _broken
 """)
     out = pytester.path / "bench.json"
     outcomes = pytester.path / "outcomes.json"

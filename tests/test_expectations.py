@@ -15,7 +15,7 @@ def test_expectations_file_loads_and_names_known_ops_and_variants():
     exps = profiling.load_expectations()
     assert exps
     for e in exps:
-        assert e["variant"] in registry.OPS[e["op"]]["variants"]
+        assert e["variant"] in registry.OPS[e["op"]].variant_names
         assert e["why"]
 
 

@@ -9,7 +9,7 @@ def test_case_ids_are_unique_and_readable():
     ids = [c.id for c in registry.all_cases()]
     assert len(ids) == len(set(ids))
     for case_id in ids:
-        assert re.fullmatch(r"[a-z_]+/[a-z]+/(fp32|bf16|fp16)/([a-z]\d+-?)+", case_id), case_id
+        assert re.fullmatch(r"[a-z_]+/[a-z]+/(fp32|bf16|fp16)/[a-z]\d+(-[a-z]\d+)*(-[a-z]+)?", case_id), case_id
     assert "mlp/compiled/bf16/t8192-d768-h3072" in ids
 
 
@@ -35,14 +35,15 @@ def test_blog_shapes_are_in_the_standard_tier():
 def test_standard_covers_every_op_variant_and_dtype():
     std = registry.select("standard")
     for op, spec in registry.OPS.items():
-        for variant in spec["variants"]:
-            got = {c.dtype for c in std if c.op == op and c.variant == variant}
-            assert got == set(registry.DTYPES), (op, variant, got)
+        for variant in spec.variants:
+            got = {c.dtype for c in std if c.op == op and c.variant == variant.name}
+            assert got == set(variant.only_dtypes or registry.DTYPES), (op, variant.name, got)
 
 
 def test_quick_tier_keeps_compiled_cases_few():
     quick = registry.select("quick")
-    assert sum(c.variant == "compiled" for c in quick) <= 10
+    # Each compiled case costs 5–40 s of torch.compile on CI's CPU: 12 keeps the test command under 15 min.
+    assert sum(registry.variant_of(c).compiles for c in quick) <= 12
 
 
 @pytest.mark.parametrize("kwargs, bad", [

@@ -1,0 +1,201 @@
+"""What Inductor generated for a compiled case, and compiling it so that nothing else decides it.
+
+**Hermetic compilation.** A compiled case is built, compiled and autotuned (its first call, the
+float64 check) inside `torch._inductor.utils.fresh_cache()`: an empty Inductor and Triton cache
+directory of its own, and Inductor's in-memory caches cleared, on top of `torch._dynamo.reset()`
+(mlpbench/ops/_kinds.py). Without it a case could inherit a kernel that an earlier case compiled
+and autotuned: Inductor keeps compiled Triton kernels in memory by source, and the GeLU·mul case at
+8192 × 3072 generates the same kernel source as the compiled MLP's fused step at that shape, so
+after the MLP it ran the configuration the MLP's context had picked (51.9 µs, against 36.5 µs
+alone). Nor can a cache left on disk by an earlier run, or by another commit, decide a pick.
+
+**What is recorded** (`record.Record.codegen`, per Triton kernel the case's compile produced): its
+name, a hash of its Triton source, the launch configuration in use after autotuning (block sizes,
+`num_warps`, `num_stages`), how many configurations were candidates and where the pick came from
+(`autotune_cache_state`: "miss" = autotuned now, "hit" = read from a cache, "only 1 config",
+"force_disabled"; `coordinate_descent`), plus the Inductor settings that change code generation.
+`fingerprint` condenses all of it into one integer, which ASV records (`<Op>Codegen.track_codegen`)
+so the gate can tell, for both commits it compares, whether the generated code changed; the full
+record is kept beside the results under that fingerprint (`results/codegen/<fingerprint>.json`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from pathlib import Path
+
+# Inductor settings that change the code it generates or the configuration it picks.
+SETTINGS = ("max_autotune", "max_autotune_pointwise", "max_autotune_gemm", "max_autotune_gemm_backends",
+            "coordinate_descent_tuning", "epilogue_fusion", "force_disable_caches", "triton.cudagraphs",
+            "triton.autotune_pointwise", "triton.max_tiles", "triton.prefer_nd_tiling")
+FINGERPRINT_BITS = 52  # ASV keeps values as float64: integers below 2**53 stay exact
+
+
+_RUN_DIR: str | None = None
+
+
+def _run_dir() -> str:
+    """One folder per process for the cases' cache folders, removed when the process ends. Each case's
+    folder outlives its compile: a kernel compiled there may still read its binary after the first call."""
+    global _RUN_DIR
+    if _RUN_DIR is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        _RUN_DIR = tempfile.mkdtemp(prefix="mlpbench-inductor-")
+        atexit.register(shutil.rmtree, _RUN_DIR, ignore_errors=True)
+    return _RUN_DIR
+
+
+@contextlib.contextmanager
+def hermetic():
+    """Empty on-disk compiler caches (Inductor's and Triton's) and cleared in-memory ones for what
+    runs inside; the environment is restored after."""
+    from torch._inductor import utils
+
+    fresh = getattr(utils, "fresh_cache", None) or getattr(utils, "fresh_inductor_cache")
+    with fresh(dir=_run_dir(), delete=False):
+        yield
+
+
+def _autotuners() -> list:
+    """Every Triton kernel object Inductor has loaded in this process (CachingAutotuner instances)."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    modules = list(getattr(PyCodeCache, "modules", [])) + list(getattr(PyCodeCache, "modules_no_attr", {}).values())
+    found = {}
+    for module in modules:
+        for value in list(vars(module).values()):
+            if isinstance(value, CachingAutotuner):
+                found[id(value)] = value
+    return list(found.values())
+
+
+def snapshot() -> set[int]:
+    """The kernels loaded so far; `kernels(since=...)` returns only those loaded after."""
+    try:
+        return {id(k) for k in _autotuners()}
+    except ImportError:  # no Triton: nothing Inductor generates is a Triton kernel
+        return set()
+
+
+def _config(launcher_config) -> dict:
+    out = dict(getattr(launcher_config, "kwargs", {}) or {})
+    for key in ("num_warps", "num_stages", "num_ctas"):
+        if getattr(launcher_config, key, None) is not None:
+            out[key] = getattr(launcher_config, key)
+    return out
+
+
+def describe_kernel(k) -> dict:
+    """One kernel's record: name, source hash, the configuration in use, where it came from."""
+    fn = getattr(k, "fn", None)
+    source = getattr(fn, "src", None) or ""
+    launchers = getattr(k, "launchers", None) or []
+    info = dict(getattr(k, "autotune_cache_info", None) or {})
+    meta = getattr(k, "inductor_meta", None) or {}
+    candidates = info.get("num_configs") or len(getattr(k, "compile_results", None) or []) or None
+    return {
+        "name": meta.get("kernel_name") or getattr(fn, "__name__", type(k).__name__),
+        "source_sha256": hashlib.sha256(source.encode()).hexdigest()[:16] if source else None,
+        # One launcher remains once the first call autotuned; several mean it has not run yet.
+        "config": _config(launchers[0].config) if len(launchers) == 1 else None,
+        "candidates": candidates,
+        "autotune_cache_state": info.get("autotune_cache_state"),
+        "coordinate_descent": bool(meta.get("coordinate_descent_tuning")),
+        "size_hints": {str(a): b for a, b in (getattr(k, "size_hints", None) or {}).items()},
+    }
+
+
+def settings() -> dict:
+    from torch._inductor import config
+
+    out = {}
+    for name in SETTINGS:
+        obj = config
+        try:
+            for part in name.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            continue
+        out[name] = obj if isinstance(obj, (bool, int, float, str, type(None))) else repr(obj)
+    return out
+
+
+def kernels(since: set[int]) -> list[dict]:
+    """The Triton kernels loaded since `since` (a `snapshot()`), sorted by name."""
+    try:
+        new = [k for k in _autotuners() if id(k) not in since]
+    except ImportError:
+        return []
+    return sorted((describe_kernel(k) for k in new), key=lambda d: d["name"])
+
+
+def fingerprint(record: dict) -> int:
+    """One integer for everything recorded about the generated code (ASV can store it exactly)."""
+    text = json.dumps(record, sort_keys=True, default=str)
+    return int(hashlib.sha256(text.encode()).hexdigest(), 16) >> (256 - FINGERPRINT_BITS)
+
+
+# Per kernel, what decides its speed: the fingerprint covers these, not where a pick was read from.
+_DECIDES = ("name", "source_sha256", "config", "candidates", "coordinate_descent")
+
+
+def record(since: set[int], mode: str | None) -> dict:
+    """The codegen record of a compile that happened after `since`: kernels and settings."""
+    out = {"kernels": kernels(since), "settings": settings(), "mode": mode or "default"}
+    if not out["kernels"]:
+        out["note"] = "no Triton kernel: Inductor generated C++ (a CPU run) or called libraries only"
+    out["fingerprint"] = fingerprint({"kernels": [{k: d[k] for k in _DECIDES} for d in out["kernels"]],
+                                      "settings": out["settings"], "mode": out["mode"]})
+    return out
+
+
+def store(codegen: dict, results: Path) -> Path:
+    """Write `codegen` to results/codegen/<fingerprint>.json (content-addressed: writing twice is harmless)."""
+    from .atomic import write_json
+
+    path = Path(results) / "codegen" / f"{codegen['fingerprint']}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, codegen)
+    return path
+
+
+def load(fp: int | float, results: Path) -> dict | None:
+    path = Path(results) / "codegen" / f"{int(fp)}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def differences(base: dict | None, head: dict | None) -> list[str]:
+    """What changed in the generated code between two records, in words, e.g.
+    "triton_poi_fused_gelu_mul_0: XBLOCK 512 instead of 1024"."""
+    if base is None or head is None:
+        return ["the generated code changed (its record is not in results/codegen/)"]
+    out = []
+    b = {k["name"]: k for k in base.get("kernels", [])}
+    h = {k["name"]: k for k in head.get("kernels", [])}
+    for name in sorted(set(h) - set(b)):
+        out.append(f"new kernel {name}")
+    for name in sorted(set(b) - set(h)):
+        out.append(f"kernel {name} gone")
+    for name in sorted(set(b) & set(h)):
+        kb, kh = b[name], h[name]
+        cb, ch = kb.get("config") or {}, kh.get("config") or {}
+        changed = [f"{key} {ch.get(key)} instead of {cb.get(key)}" for key in sorted(set(cb) | set(ch))
+                   if cb.get(key) != ch.get(key)]
+        if changed:
+            out.append(f"{name}: Inductor chose " + ", ".join(changed))
+        if kb.get("source_sha256") != kh.get("source_sha256"):
+            out.append(f"{name}: its Triton source changed")
+    sb, sh = base.get("settings", {}), head.get("settings", {})
+    out += [f"Inductor setting {k}: {sh.get(k)!r} instead of {sb.get(k)!r}" for k in sorted(set(sb) | set(sh))
+            if sb.get(k) != sh.get(k)]
+    return out or ["the generated code's record differs in a detail (size hints or cache state)"]

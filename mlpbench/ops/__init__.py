@@ -1,0 +1,180 @@
+"""Ops as modules: each file in this package says everything about one op.
+
+An op module defines `OP = Op(...)`: what it computes, its shapes (with the why for each) and their
+tiers, its variants (how each is built, what it needs to run here, where it comes from), the float64
+reference, FLOPs and fewest bytes moved, whether it is memory- or compute-bound, and which figures
+the report draws for it. Its expected launch structure lives beside it in `expectations.toml`.
+
+Everything else (registry, runner, pytest plugin, ASV suite, tables, report, gate) reads ops from
+here and never names an op or a variant. Adding an op is adding a module; see the README's "Adding
+an op, a variant, a metric".
+
+Nothing here imports torch: `mlpbench check` and `mlpbench report` read the registry without it.
+An op's `build` imports what it needs when a case is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+DTYPES = ("fp32", "bf16", "fp16")
+ELEMENT_SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes, for readers that do not import torch
+HALF = ("bf16", "fp16")  # for shapes where fp32 GEMMs would cost minutes and say little
+
+# quick: CPU-sized shapes, seconds per case (CI). standard: the nightly GPU set, well under 15
+# minutes on one H200. full: standard plus the largest shapes. quick shapes are not in the GPU tiers:
+# at those sizes a GPU measures launch overhead only, which the decode shapes already cover.
+TIERS = ("quick", "standard", "full")
+EVERY_TIER = "quick+"  # a quick shape that is also worth timing on a GPU
+TIER_SETS = {"quick": ("quick",), "standard": ("standard", "full"), "full": ("full",), EVERY_TIER: TIERS}
+
+# How the tables order variants: the baseline first, then compilers, peers' kernels, ours.
+ROLES = ("baseline", "compiler", "peer", "ours")
+
+
+@dataclass(frozen=True)
+class Shape:
+    op: str
+    dims: tuple[tuple[str, int], ...]
+    tier: str  # a key of TIER_SETS
+    why: str
+    dtypes: tuple[str, ...] = DTYPES
+    # How the inputs lie in memory when not plainly contiguous, e.g. "merged": gate and up are the two
+    # halves of one [t, 2h] tensor (rows strided), as a fused gate|up projection writes them.
+    layout: str | None = None
+
+    @property
+    def id(self) -> str:
+        return "-".join([f"{k}{v}" for k, v in self.dims] + ([self.layout] if self.layout else []))
+
+    @property
+    def tiers(self) -> tuple[str, ...]:
+        return TIER_SETS[self.tier]
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.dims)
+
+
+def shape(tier: str, why: str, dtypes: tuple[str, ...] = DTYPES, layout: str | None = None, **dims: int) -> Shape:
+    """A shape of the op it is given to (Op fills in the op's name and checks the dims)."""
+    if tier not in TIER_SETS:
+        raise ValueError(f"tier {tier!r} is not one of {', '.join(TIER_SETS)}")
+    return Shape("", tuple(dims.items()), tier, why, tuple(dtypes), layout)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One implementation of an op.
+
+    `make(base, device, **options)` returns (the callable that is timed, where it came from), given
+    the op's eager `base` (a module or a function, built by the op for one case). `options` are
+    the compile probes' (`dynamic=True`); variants that do not compile ignore them.
+    """
+
+    name: str
+    role: str  # one of ROLES
+    make: Callable
+    origin: str  # a line for the README and reports: where the implementation comes from
+    triton: bool = False  # needs a Triton kernel at run time: on a CPU only under TRITON_INTERPRET=1
+    requires: str | None = None  # an importable module it needs (its package's name in the skip reason)
+    cpu_reason: str | None = None  # why it cannot run on a CPU even under the interpreter
+    skip_reason: Callable[[], str | None] | None = None  # other reasons, decided at run time
+    # Imports what `make` needs (without touching the GPU): ASV's fork server calls it once, so every
+    # benchmark process it forks starts with them imported.
+    preload: Callable[[], None] | None = None
+    compile_mode: str | None = None  # torch.compile's mode, for compiler variants (None: the default)
+    # Where the variant is measured, when not at every shape and dtype of its op (a costly compile).
+    only_shapes: tuple[str, ...] | None = None
+    only_dtypes: tuple[str, ...] | None = None
+
+    def measured_at(self, shape: "Shape", dtype: str) -> bool:
+        return ((self.only_shapes is None or shape.id in self.only_shapes)
+                and (self.only_dtypes is None or dtype in self.only_dtypes))
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"variant {self.name!r}: role {self.role!r} is not one of {', '.join(ROLES)}")
+
+    @property
+    def compiles(self) -> bool:
+        """torch.compile'd: its generated code may change with no commit (the gate's higher floor)."""
+        return self.role == "compiler"
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    what: str
+    dims: tuple[str, ...]
+    bound: str  # "compute" (rated in TFLOP/s against the GEMM ceiling) or "memory" (GB/s against copy)
+    variants: tuple[Variant, ...]
+    shapes: tuple[Shape, ...]
+    # build(case, device, make) -> workloads.Workload, where make(base) gives the case's variant
+    build: Callable
+    rank: int  # where the op sits in tables and reports: the blog's walk, Linear first
+    probe_compile: bool = True  # whether the compile-tax benchmarks time its cold compile
+    # Shapes of the ASV compile probe run over changing token counts (the blog's closing trade-off)
+    changing_shapes: bool = False
+    # The token sweep whose host time says from where compiling pays: (dims after t, dtype), or None
+    overhead_sweep: tuple[str, str] | None = None
+    kernel_breakdown: bool = False  # the report lists each kernel a call launches (GEMM ops)
+    # step_bytes(dims, element_size): the fewest bytes the op's elementwise step (every kernel that is
+    # not a GEMM) must move; the report rates that step against the copy ceiling, per variant.
+    step_bytes: Callable[[dict, int], int] | None = None
+    notes: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.bound not in ("compute", "memory"):
+            raise ValueError(f"op {self.name!r}: bound {self.bound!r} must be 'compute' or 'memory'")
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names) or self.variants[0].role != "baseline":
+            raise ValueError(f"op {self.name!r}: variant names must be unique and the first the baseline: {names}")
+        ids = {s.id for s in self.shapes}
+        for v in self.variants:
+            unknown = set(v.only_shapes or ()) - ids
+            if unknown:
+                raise ValueError(f"op {self.name!r}: variant {v.name!r} names shapes it does not have: {sorted(unknown)}")
+        fixed = []
+        for s in self.shapes:
+            if tuple(k for k, _ in s.dims) != self.dims:
+                raise ValueError(f"op {self.name!r}: shape must give dims {self.dims}, got {tuple(k for k, _ in s.dims)}")
+            fixed.append(replace(s, op=self.name))
+        object.__setattr__(self, "shapes", tuple(fixed))
+
+    @property
+    def variant_names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants)
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"op {self.name!r} has no variant {name!r}; it has {', '.join(self.variant_names)}")
+
+    @property
+    def baseline(self) -> str:
+        return self.variants[0].name
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.bound == "compute"
+
+    def of_role(self, *roles: str) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants if v.role in roles)
+
+
+def discover() -> dict[str, Op]:
+    """Every op module of this package, by op name, in rank order."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        op = getattr(module, "OP", None)
+        if isinstance(op, Op):
+            found.append(op)
+    found.sort(key=lambda op: (op.rank, op.name))
+    return {op.name: op for op in found}

@@ -1,0 +1,62 @@
+"""GeLU·mul, the GeGLU MLP's elementwise step: gelu_tanh(gate) * up on two [tokens, hidden] tensors."""
+
+from __future__ import annotations
+
+from . import EVERY_TIER, Op, shape
+from ._gated import step_workload
+from ._kinds import compiled, eager, liger, maxautotune, ours
+
+ACTIVATION = "gelu_tanh"
+KERNEL_REPO = "gelu_mul"
+
+
+def liger_op(base, device):
+    from liger_kernel.ops.geglu import LigerGELUMulFunction
+
+    return LigerGELUMulFunction.apply
+
+
+def ours_op(base, device):
+    from .. import sources
+
+    return sources.local_kernel(KERNEL_REPO).gelu_mul
+
+
+# Shared with gelu_mul_train.
+VARIANTS = (
+    eager(" (gelu kernel, then mul kernel)"),
+    compiled(),
+    liger(liger_op, "LigerGELUMulFunction", "liger_kernel.ops.geglu"),
+    ours(ours_op, KERNEL_REPO),
+)
+
+
+def build(case, device, make):
+    return step_workload(case, device, make, ACTIVATION)
+
+
+# t = tokens, h = MLP hidden size: the [t, h] intermediates of the MLP shapes. Append shapes only.
+OP = Op(
+    name="gelu_mul",
+    what="gelu_tanh(gate) * up on two [tokens, hidden] tensors (forward)",
+    dims=("t", "h"),
+    bound="memory",
+    rank=30,
+    variants=(*VARIANTS, maxautotune(only_shapes=("t8192-h3072", "t8192-h14336"), only_dtypes=("bf16",))),
+    shapes=(
+        shape(EVERY_TIER, "irregular: 333 × 3000, where both peers were slow on the H200", t=333, h=3000),
+        shape("standard", "the blog's fused-kernel shape: 8192 × 3072 (151 MB in bf16)", t=8192, h=3072),
+        shape("standard", "Gemma-2B intermediate at 4096 tokens", t=4096, h=16384),
+        shape("full", "Gemma-7B intermediate at 4096 tokens", t=4096, h=24576),
+        shape("standard", "Llama-3-8B intermediate at 8192 tokens", t=8192, h=14336),
+        shape("standard", "decode: one token, Gemma-2B hidden; launch-bound", t=1, h=16384),
+        shape("full", "16384 × 14336, the largest anchor shape", t=16384, h=14336),
+        # gate and up as the two halves of one [t, 2h] tensor (row stride 2h): what a merged gate|up
+        # projection writes (vLLM, several Hugging Face models). Against the contiguous shapes above.
+        shape("standard", "the blog's shape, gate and up the halves of a merged [8192, 6144] projection",
+              t=8192, h=3072, layout="merged"),
+        shape("standard", "Llama-3-8B intermediate at 8192 tokens, halves of a merged projection",
+              t=8192, h=14336, layout="merged"),
+    ),
+    build=build,
+)

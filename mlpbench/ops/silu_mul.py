@@ -1,0 +1,52 @@
+"""SiLU·mul, the SwiGLU MLP's elementwise step: silu(gate) * up on two [tokens, hidden] tensors."""
+
+from __future__ import annotations
+
+from . import Op, shape
+from ._gated import step_workload
+from ._kinds import LIGER_SWIGLU_CPU_REASON, compiled, eager, liger, ours
+
+ACTIVATION = "silu"
+KERNEL_REPO = "silu_mul"
+
+
+def liger_op(base, device):
+    from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+    return LigerSiLUMulFunction.apply
+
+
+def ours_op(base, device):
+    from .. import sources
+
+    return sources.local_kernel(KERNEL_REPO).silu_mul
+
+
+def build(case, device, make):
+    return step_workload(case, device, make, ACTIVATION)
+
+
+# t = tokens, h = MLP hidden size: the [t, h] intermediates of the SwiGLU shapes. Append shapes only.
+OP = Op(
+    name="silu_mul",
+    what="silu(gate) * up on two [tokens, hidden] tensors (forward)",
+    dims=("t", "h"),
+    bound="memory",
+    rank=50,
+    variants=(
+        eager(" (silu kernel, then mul kernel)"),
+        compiled(),
+        liger(liger_op, "LigerSiLUMulFunction", "liger_kernel.ops.swiglu",
+              cpu_reason=LIGER_SWIGLU_CPU_REASON),
+        ours(ours_op, KERNEL_REPO),
+    ),
+    shapes=(
+        shape("quick", "the quick SwiGLU MLP's intermediate, CPU-sized", ("fp32",), t=64, h=448),
+        shape("standard", "irregular: 333 × 3000 (not a multiple of 128)", t=333, h=3000),
+        shape("standard", "Llama-3-8B / Mistral-7B intermediate at 8192 tokens (705 MB in bf16)", t=8192, h=14336),
+        shape("standard", "Qwen2.5-7B intermediate at 4096 tokens", t=4096, h=18944),
+        shape("standard", "decode: one token, Llama-3-8B hidden; launch-bound", t=1, h=14336),
+    ),
+    build=build,
+    probe_compile=False,  # the same Inductor pointwise kernel as gelu_mul's, whose compile is timed
+)

@@ -1,0 +1,48 @@
+"""The SwiGLU MLP of Llama, Mistral and Qwen: down(silu(gate(x)) * up(x)), no biases."""
+
+from __future__ import annotations
+
+from . import HALF, Op, shape
+from ._gated import liger_layer, mlp_workload, our_layer
+from ._kinds import LIGER_SWIGLU_CPU_REASON, compiled, eager, liger, ours
+
+LAYER = "SwiGLUMLP"  # the layer name kernelize maps to our layer (kernels_local/silu_mul/.../layers.py)
+ACTIVATION = "silu"
+LIGER = "liger_kernel.transformers.swiglu"  # where Liger's layer lives
+KERNEL_REPO = "silu_mul"
+
+
+def build(case, device, make):
+    return mlp_workload(case, device, make, LAYER, ACTIVATION)
+
+
+# t = tokens, d = model dim, h = MLP hidden size. Append shapes only: a changed id loses its history.
+OP = Op(
+    name="swiglu_mlp",
+    what="SwiGLU MLP: down(silu(gate(x)) * up(x)), no biases",
+    dims=("t", "d", "h"),
+    bound="compute",
+    rank=20,
+    variants=(
+        eager(),
+        compiled(),
+        liger(liger_layer(LIGER, "LigerSwiGLUMLP", "silu"), "LigerSwiGLUMLP", LIGER,
+              hub_layer=(LAYER, "LigerSwiGLUMLP"), cpu_reason=LIGER_SWIGLU_CPU_REASON),
+        ours(our_layer(LAYER, KERNEL_REPO), KERNEL_REPO),
+    ),
+    shapes=(
+        # fp32 only: each compiled case costs 10–40 s of CI on a CPU.
+        shape("quick", "a SwiGLU MLP at CPU size (Llama's 1:3.5 hidden ratio)", ("fp32",), t=64, d=128, h=448),
+        shape("standard", "Llama-3-8B and Mistral-7B MLP dims (both 4096 / 14336) at 8192 tokens", HALF,
+              t=8192, d=4096, h=14336),
+        shape("standard", "Qwen2.5-7B MLP dims (3584 / 18944) at 4096 tokens", HALF, t=4096, d=3584, h=18944),
+        shape("standard", "decode: one token through Llama-3-8B's MLP; host- and weight-bound", HALF,
+              t=1, d=4096, h=14336),
+        shape("standard", "irregular: 333 tokens, hidden 3000 (not a multiple of 128)", t=333, d=768, h=3000),
+    ),
+    build=build,
+    # Its compile tax is the GeGLU MLP's: the same graph with SiLU in place of GeLU.
+    probe_compile=False,
+    kernel_breakdown=True,
+    step_bytes=lambda dims, es: 3 * dims["t"] * dims["h"] * es,  # gate and up read, their product written
+)

@@ -1,0 +1,82 @@
+"""What Inductor generated, recorded per compiled case; compiled cases built hermetically."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from mlpbench import codegen, registry, runner
+
+
+def _fake_kernel(name, block, warps, src="def k(): pass", state="miss"):
+    config = SimpleNamespace(kwargs={"XBLOCK": block}, num_warps=warps, num_stages=1, num_ctas=None)
+    return SimpleNamespace(fn=SimpleNamespace(src=src, __name__=name), launchers=[SimpleNamespace(config=config)],
+                           autotune_cache_info={"autotune_cache_state": state, "num_configs": 4},
+                           inductor_meta={"kernel_name": name}, size_hints={"x": 1 << 24})
+
+
+def test_a_kernel_is_described_by_its_name_source_pick_and_where_the_pick_came_from():
+    d = codegen.describe_kernel(_fake_kernel("triton_poi_fused_gelu_mul_0", 1024, 4))
+    assert d["name"] == "triton_poi_fused_gelu_mul_0" and len(d["source_sha256"]) == 16
+    assert d["config"] == {"XBLOCK": 1024, "num_warps": 4, "num_stages": 1}
+    assert d["candidates"] == 4 and d["autotune_cache_state"] == "miss"
+
+
+def _record(*kernels):
+    out = {"kernels": [codegen.describe_kernel(k) for k in kernels], "settings": {"max_autotune": False},
+           "mode": "default"}
+    return out
+
+
+def test_differences_say_what_inductor_chose_instead():
+    base = _record(_fake_kernel("triton_poi_fused_gelu_mul_0", 1024, 4))
+    head = _record(_fake_kernel("triton_poi_fused_gelu_mul_0", 512, 8))
+    assert codegen.differences(base, head) == [
+        "triton_poi_fused_gelu_mul_0: Inductor chose XBLOCK 512 instead of 1024, num_warps 8 instead of 4"]
+    other = _record(_fake_kernel("triton_poi_fused_gelu_mul_0", 1024, 4, src="def k(): return 1"))
+    assert codegen.differences(base, other) == ["triton_poi_fused_gelu_mul_0: its Triton source changed"]
+    assert "record is not in" in codegen.differences(None, head)[0]
+
+
+def test_the_fingerprint_follows_the_code_not_where_a_pick_was_read_from():
+    def fp(kernel):
+        k = codegen.describe_kernel(kernel)
+        return codegen.fingerprint({"kernels": [{key: k[key] for key in codegen._DECIDES}], "settings": {}})
+
+    base = fp(_fake_kernel("k", 1024, 4))
+    assert fp(_fake_kernel("k", 1024, 4, state="hit")) == base
+    assert fp(_fake_kernel("k", 512, 4)) != base
+    assert 0 <= base < 2 ** codegen.FINGERPRINT_BITS  # exact in ASV's float64
+
+
+def test_records_are_stored_by_fingerprint_and_read_back(tmp_path):
+    rec = _record(_fake_kernel("k", 1024, 4)) | {"fingerprint": 12345}
+    path = codegen.store(rec, tmp_path)
+    assert path == tmp_path / "codegen" / "12345.json"
+    assert codegen.load(12345.0, tmp_path) == rec and codegen.load(1, tmp_path) is None
+
+
+def test_a_compiled_case_is_compiled_in_fresh_caches_and_its_codegen_recorded():
+    case = registry.case_by_id("gelu_mul/compiled/fp32/t333-h3000")
+    seen = {}
+    real_check = runner.workloads.check
+
+    def check(wl, *a, **k):
+        seen["cache"] = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        return real_check(wl, *a, **k)
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # a run's own, or Inductor's default
+    mp = pytest.MonkeyPatch()
+    mp.setattr(runner.workloads, "check", check)
+    try:
+        p = runner.prepare(case, "cpu")
+    finally:
+        mp.undo()
+    assert seen["cache"] and seen["cache"] != before and os.path.basename(os.path.dirname(seen["cache"])).startswith(
+        "mlpbench-inductor-")
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") != seen["cache"]  # only that case compiled there
+    assert p.codegen["mode"] == "default" and "settings" in p.codegen
+    record = runner.describe(p, "quick")
+    # on a CPU Inductor writes C++: no Triton kernel, so nothing for the gate to fingerprint
+    assert record.codegen == p.codegen and record.codegen_fingerprint is None
+    assert runner.prepare(registry.case_by_id("gelu_mul/eager/fp32/t333-h3000"), "cpu").codegen is None
