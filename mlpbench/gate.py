@@ -16,27 +16,38 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .registry import OPS, class_name
+from . import codegen, results
+from .record import METRICS
+from .results import Point
+
+__all__ = ["GateInputError", "Point", "Verdict", "load", "resolve", "judge", "compare", "history", "markdown",
+           "as_json"]
 
 FLOOR = 0.02  # never flag less than a 2% slowdown, however quiet the benchmark
-# Reported, not gated: compile time, and host time wherever the case also has device time (on a CPU
-# host time is the only time, and is gated). Both are taken in ASV's forked processes, where two
-# runs of the same code differed by up to 28% in host time while device time agreed to 0.3%
-# (results/asv/h200/45327a1a-*.json against 78787db7-*.json). They get verdicts "slower (not gated)"
-# and "faster (not gated)"; device time, kernels per call and peak memory are gated.
-NOT_GATED = ("track_cold_compile", "track_recompile_new_shape", "track_recompile_new_shape_dynamic", "track_total")
-HOST_TIME = ("time_host", "track_host_time")  # ASV's own timer before benchmark version v4, samples since
+# Reported, not gated (record.METRICS says which, and why): compile time, and host time wherever the
+# case also has device time (on a CPU host time is the only time, and is gated). They get verdicts
+# "slower (not gated)" and "faster (not gated)"; device time, kernels per call and peak memory are gated.
+NOT_GATED = tuple(name for name, m in METRICS.items() if m.gated == "no")
+HOST_TIME = tuple(name for name, m in METRICS.items() if m.gated == "without device time")
+DEVICE_TIME = "track_device_time"  # the method whose presence makes host time ungated
+# Not a measurement: the fingerprint of what Inductor generated (mlpbench/codegen.py), read to
+# attribute a compiled case's move to code generation, never judged itself.
+CODEGEN = "track_codegen"
+# A compiled case that moved past its threshold while Inductor only picked other launch
+# configurations (same kernel sources, same settings): the autotuner moved, not the commit, so it
+# is listed apart and does not fail the gate. When the kernels' source or Inductor's settings
+# changed too, the commit changed what Inductor compiles: it stays a regression, its cause said.
+AUTOTUNER = {"regression": "slower (autotuner's pick)", "improvement": "faster (autotuner's pick)"}
 # Inductor's kernels for gelu_mul at 8192 × 14336 (bf16, fp16) moved between 166.3 and 170.5 µs from
 # one run to the next, where every other variant (our slowed branch aside) agreed within 0.8% (five H200 runs:
 # results/pytest/h200/20261129T224302Z-*.json, results/pytest-shards/h200x2/*.json, and the ASV runs
 # in results/asv/h200/66a83ba6-*, results/asv-aa/, results/asv-slowdown/). A spread between runs
-# that the samples of one run cannot show: compiled cases get a higher floor.
+# that the samples of one run cannot show: torch.compile'd cases get a higher floor.
 COMPILED_FLOOR = 0.03
 NOISE_MULTIPLE = 3.0
 BOOTSTRAP = 2000
@@ -47,72 +58,11 @@ class GateInputError(ValueError):
     """Bad input to the gate: exit status 2."""
 
 
-@dataclass(frozen=True)
-class Point:
-    machine: str
-    commit: str
-    date: int
-    benchmark: str
-    param: str
-    version: str
-    value: float | None
-    samples: tuple[float, ...] | None
-
-
-# ASV op classes ('standard.GeluMulDevice') by the op they measure.
-_OP_OF_CLASS = {f"{class_name(op)}{kind}": op for op in OPS for kind in ("Device", "Host")}
-
-
-def _param_ids(name: str, combos: list[tuple[str, ...]]) -> list[str]:
-    """One id per parameter combination: the case id for op classes, whose parameters are the axes
-    variant × dtype × shape (and for results stored before that, whose one parameter was the case id),
-    else the parameters joined."""
-    parts = name.split(".")
-    op = _OP_OF_CLASS.get(parts[-2]) if len(parts) >= 3 else None
-    if op and combos and all(len(c) == 3 for c in combos):
-        return [f"{op}/{variant}/{dtype}/{shape}" for variant, dtype, shape in combos]
-    return [", ".join(combo) for combo in combos]
-
-
-def _points(path: Path, doc: dict) -> list[Point]:
-    cols = doc["result_columns"]
-    out = []
-    for name, row in doc["results"].items():
-        r = dict(zip(cols, row))
-        values = r["result"] if isinstance(r["result"], list) else [r["result"]]
-        params = _param_ids(name, _combos(r.get("params") or [])) or [""]
-        samples = r.get("samples") or [None] * len(values)
-        for k, value in enumerate(values):
-            s = samples[k] if k < len(samples) else None
-            out.append(Point(doc["params"]["machine"], doc["commit_hash"], doc.get("date") or 0, name,
-                             params[k] if k < len(params) else str(k), str(r.get("version")),
-                             None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value),
-                             tuple(s) if s else None))
-    return out
-
-
-def _combos(params: list[list[str]]) -> list[tuple[str, ...]]:
-    combos: list[tuple[str, ...]] = [()]
-    for values in params:
-        combos = [c + (v.strip("'"),) for c in combos for v in values]
-    return combos if params else []
-
-
 def load(results_dir: Path) -> list[Point]:
     """Every result point under `results_dir`; unreadable or foreign files are skipped by name."""
     if not results_dir.is_dir():
         raise GateInputError(f"results folder {results_dir} does not exist")
-    points = []
-    for path in sorted(results_dir.rglob("*.json")):
-        if path.name in ("machine.json", "benchmarks.json"):
-            continue
-        try:
-            doc = json.loads(path.read_text())
-            points += _points(path, doc)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"skipping {path}: not a readable ASV result file ({type(exc).__name__}: {exc})",
-                          stacklevel=2)
-    return points
+    return [p for _, p in results.asv_points(results_dir)]
 
 
 def resolve(points: list[Point], rev: str) -> str:
@@ -136,8 +86,12 @@ class Verdict:
     ci_low: float | None
     ci_high: float | None
     threshold: float
-    verdict: str  # "regression", "improvement", "unchanged", or "slower/faster (not gated)" (NOT_GATED)
+    # "regression", "improvement", "unchanged", "slower/faster (not gated)" (NOT_GATED), or
+    # "slower/faster (autotuner's pick)" (AUTOTUNER)
+    verdict: str
     test: str
+    compiles: bool = False  # a torch.compile'd case: its generated code is compared too
+    cause: str | None = None  # what changed in the generated code, when it did (codegen.differences)
 
 
 def _noise(samples) -> float:
@@ -156,8 +110,9 @@ def _bootstrap_ratio(base, head, seed: int = 0) -> tuple[float, float]:
 
 
 def floor(point: Point) -> float:
-    """The smallest slowdown flagged for this benchmark: COMPILED_FLOOR for torch.compile'd cases."""
-    return COMPILED_FLOOR if "/compiled" in point.param else FLOOR
+    """The smallest slowdown flagged for this benchmark: COMPILED_FLOOR where its variant compiles
+    (Variant.compiles, looked up when the point was read)."""
+    return COMPILED_FLOOR if point.compiles else FLOOR
 
 
 def judge(base: Point, head: Point, threshold: float | None = None, gated: bool | None = None) -> Verdict:
@@ -178,16 +133,19 @@ def judge(base: Point, head: Point, threshold: float | None = None, gated: bool 
         test = "threshold only (no samples stored)"
     verdict = "regression" if slower else "improvement" if faster else "unchanged"
     if gated is None:
-        gated = base.benchmark.rsplit(".", 1)[-1] not in NOT_GATED
+        gated = base.method not in NOT_GATED
     if not gated and verdict != "unchanged":
         verdict = "slower (not gated)" if slower else "faster (not gated)"
-    return Verdict(base.machine, base.benchmark, base.param, b, h, ratio, lo, hi, thr, verdict, test)
+    return Verdict(base.machine, base.benchmark, base.param, b, h, ratio, lo, hi, thr, verdict, test, base.compiles)
 
 
 def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | None = None,
-            threshold: float | None = None, base_points: list[Point] | None = None) -> list[Verdict]:
+            threshold: float | None = None, base_points: list[Point] | None = None,
+            codegen_root: Path | None = None) -> list[Verdict]:
     """Verdicts for head against base. `base_points`, when given, hold the base (another results
-    folder: a second run of the same commit, for an A/A check, or another box's results)."""
+    folder: a second run of the same commit, for an A/A check, or another box's results).
+    `codegen_root`: the folder holding codegen/<fingerprint>.json (results/), for saying what
+    changed in a compiled case's generated code."""
     head_points = points
     base_points = points if base_points is None else base_points
     base, head = resolve(base_points, base_rev), resolve(head_points, head_rev)
@@ -205,15 +163,42 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
         raise GateInputError(f"no readable results for base {base[:8]}")
     if not h:
         raise GateInputError(f"no readable results for head {head[:8]}")
-    with_device_time = {(m, param) for (m, name, param, _) in h if name.endswith(".track_device_time")}
+    with_device_time = {(m, param) for (m, name, param, _), p in h.items() if p.method == DEVICE_TIME}
 
     def gated(key):
         m, name, param, _ = key
-        if name.rsplit(".", 1)[-1] in HOST_TIME:
+        if h[key].method in HOST_TIME:
             return (m, param) not in with_device_time
         return None
 
-    return [judge(b[k], h[k], threshold, gated(k)) for k in sorted(b.keys() & h.keys())]
+    verdicts = [judge(b[k], h[k], threshold, gated(k)) for k in sorted(b.keys() & h.keys()) if k[1].rsplit(".", 1)[-1]
+                != CODEGEN]
+    attribute(verdicts, b.values(), h.values(), codegen_root)
+    return verdicts
+
+
+def _codegen_key(p) -> tuple:
+    # The op classes of one family share their parameters: standard.MlpDevice's case id is also
+    # standard.MlpCodegen's.
+    return p.machine, p.benchmark.split(".", 1)[0], p.param
+
+
+def attribute(verdicts: list[Verdict], base: list[Point], head: list[Point], codegen_root: Path | None) -> None:
+    """Say, for each compiled case that moved past its threshold, whether its generated code changed
+    and how; a move with nothing but other launch configurations becomes an AUTOTUNER verdict."""
+    def fingerprints(points):
+        return {_codegen_key(p): p.value for p in points if p.method == CODEGEN}
+
+    fb, fh = fingerprints(base), fingerprints(head)
+    for v in verdicts:
+        key = (v.machine, v.benchmark.split(".", 1)[0], v.param)
+        if not v.compiles or v.verdict not in AUTOTUNER or key not in fb or key not in fh or fb[key] == fh[key]:
+            continue
+        records = [codegen.load(fp, codegen_root) if codegen_root else None for fp in (fb[key], fh[key])]
+        changes = codegen.differences(*records)
+        v.cause = "; ".join(changes)
+        if all(": Inductor chose " in c for c in changes):
+            v.verdict = AUTOTUNER[v.verdict]
 
 
 def history(points: list[Point], last: int, machine: str | None = None,
@@ -235,32 +220,41 @@ def history(points: list[Point], last: int, machine: str | None = None,
     return found
 
 
-def _fmt(x: float, unit_hint: str) -> str:
-    if "time" in unit_hint or "compile" in unit_hint or "host" in unit_hint or "total" in unit_hint:
+def _fmt(x: float, benchmark: str) -> str:
+    metric = METRICS.get(benchmark.rsplit(".", 1)[-1])
+    if metric is not None and metric.unit == "seconds":
         return f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
     return f"{x:,.4g}"
 
 
 def markdown(verdicts: list[Verdict]) -> str:
     def table(rows):
-        lines = ["| benchmark | parameters | base | head | ratio | 99% interval | threshold | verdict |",
-                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        causes = any(v.cause for v in rows)
+        lines = ["| benchmark | parameters | base | head | ratio | 99% interval | threshold | verdict |"
+                 + (" generated code |" if causes else ""),
+                 "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if causes else "")]
         for v in rows:
             ci = f"{v.ci_low:.4f}–{v.ci_high:.4f}" if v.ci_low is not None else "—"
             lines.append(f"| {v.benchmark} | {v.param} | {_fmt(v.base, v.benchmark)} | {_fmt(v.head, v.benchmark)} "
-                         f"| {v.ratio:.4f} | {ci} | {v.threshold:.1%} | {v.verdict} |")
+                         f"| {v.ratio:.4f} | {ci} | {v.threshold:.1%} | {v.verdict} |"
+                         + (f" {v.cause or 'unchanged'} |" if causes else ""))
         return "\n".join(lines)
 
     reg = [v for v in verdicts if v.verdict == "regression"]
     imp = [v for v in verdicts if v.verdict == "improvement"]
     info = [v for v in verdicts if v.verdict.endswith("(not gated)")]
+    tuned = [v for v in verdicts if v.verdict in AUTOTUNER.values()]
     parts = [f"{len(verdicts)} benchmarks compared: {len(reg)} regressed, {len(imp)} improved, "
+             f"{len(tuned)} moved with the autotuner's pick (not failing), "
              f"{len(info)} moved but not gated (host and compile time), "
-             f"{len(verdicts) - len(reg) - len(imp) - len(info)} unchanged."]
+             f"{len(verdicts) - len(reg) - len(imp) - len(info) - len(tuned)} unchanged."]
     if reg:
         parts.append("### Regressions\n\n" + table(reg))
     if imp:
         parts.append("### Improvements\n\n" + table(imp))
+    if tuned:
+        parts.append("### Compiled cases that moved because Inductor's autotuner picked other launch "
+                     "configurations (same kernel sources and settings; not failing)\n\n" + table(tuned))
     if info:
         parts.append("### Host and compile time that moved (not gated)\n\n" + table(info))
     return "\n\n".join(parts)

@@ -58,7 +58,7 @@ def run(args) -> int:
         else:
             base = earlier[-1][1]
             threshold = None if args.threshold is None else args.threshold / 100
-            verdicts = gate.compare(points, base, head, machine, threshold)
+            verdicts = gate.compare(points, base, head, machine, threshold, codegen_root=repo / "results")
             _say(f"gate: {base[:8]} → {head[:8]}")
             lines += [f"Compared with {base[:8]}, the previous commit recorded here.", "", gate.markdown(verdicts)]
     except gate.GateInputError as exc:

@@ -12,7 +12,6 @@ tests/test_pages.py regenerates them and fails when the committed pages differ.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import tomllib
@@ -22,6 +21,10 @@ import numpy as np
 import pandas as pd
 
 from . import gate, registry, report, tables
+from .ops import ROLES
+from .results import Point, asv_points, pytest_runs, tokens
+
+_, COMPILER, PEER, OURS = ROLES  # variant roles: the peer table sets our kernels against compilers' and peers'
 
 EXPECTATIONS = Path(__file__).with_name("expectations.toml")
 OPS = tuple(registry.OPS)
@@ -83,8 +86,8 @@ def runs_table(wide: pd.DataFrame, results: Path) -> tables.Table:
     """One row per pytest-benchmark run: when, which commit, what it measured with, its ceilings."""
     rows = []
     for run, g in wide.groupby("run", sort=True):
-        info = json.loads((results / Path(*Path(run).parts[1:])).read_text())["machine_info"].get("mlpbench", {})
-        c = info.get("ceilings") or {}
+        (read,) = pytest_runs([g["file"].iloc[0]])
+        info, c = read.env, read.ceilings
         shards = len(info.get("mlpbench_shards", [])) if "mlpbench_shards" in info else 0
         rows.append([run.rsplit("/", 1)[-1], _saved(g["datetime"].iloc[0]), (g["commit"].iloc[0] or "—")[:7],
                      ", ".join(sorted(set(g["tier"].dropna()))), str(len(g)),
@@ -92,7 +95,7 @@ def runs_table(wide: pd.DataFrame, results: Path) -> tables.Table:
                      f"{info.get('driver', '—')} / {info.get('cuda', '—')}",
                      f"{info.get('torch', '—')} / {info.get('triton', '—')} / {info.get('liger_kernel', '—')} / "
                      f"{info.get('kernels', '—')}",
-                     f"{c['copy_bandwidth_Bps'] / 1e12:.2f} TB/s" if c.get("copy_bandwidth_Bps") else "—",
+                     tables.copy_ceiling(c),
                      f"{c['gemm_bf16_flops'] / 1e12:,.0f} TFLOP/s" if c.get("gemm_bf16_flops") else "—",
                      str(shards) if shards else "1"])
     return tables.Table(["file", "saved (UTC)", "commit", "tier", "records", "GPU", "driver / CUDA",
@@ -101,15 +104,17 @@ def runs_table(wide: pd.DataFrame, results: Path) -> tables.Table:
 
 
 def peer_table(wide: pd.DataFrame, op: str) -> tables.Table:
-    """Our variant against the faster of Inductor and Liger at each shape, from one run per shape."""
+    """Our variant (the op's first of role 'ours') against the faster of its compiler and peer
+    variants (Inductor, Liger) at each shape, from one run per shape."""
     g = tables.latest_per_case(wide[wide["op"] == op])
+    mine, others = registry.OPS[op].of_role(OURS)[0], registry.OPS[op].of_role(COMPILER, PEER)
     rows = []
     for (shape, dtype), cell in g.groupby(["shape_id", "dtype"], sort=False):
         by = cell.set_index("variant")
-        peers = by.loc[[v for v in ("compiled", "liger") if v in by.index]]
-        if "ours" not in by.index or peers["time_s"].dropna().empty:
+        peers = by.loc[[v for v in others if v in by.index]]
+        if mine not in by.index or peers["time_s"].dropna().empty:
             continue
-        ours, peer = by.loc["ours"], peers.loc[peers["time_s"].idxmin()]
+        ours, peer = by.loc[mine], peers.loc[peers["time_s"].idxmin()]
         noisy = bool(ours["noisy"] or peer["noisy"])
         compute = op in tables.COMPUTE_BOUND
         rate = f"{ours['tflops']:,.1f} TFLOP/s" if compute else f"{ours['gbps'] / 1e3:,.2f} TB/s"
@@ -139,23 +144,17 @@ def structure_table(wide: pd.DataFrame) -> tables.Table:
                 continue
             splits = [sum(bool(re.search(split_k, k)) for k in names) for names in g["kernel_names"]]
             main = sorted({int(round(n - s)) for n, s in zip(g["kernels_per_call"], splits)})
-            split_at = sorted({f"{r.dtype} {r.shape_id}" for r, s in zip(g.itertuples(), splits) if s},
-                              key=lambda x: (x.split()[0], _tokens(x.split()[1]), x))
+            split_at = [f"{dtype} {shape_id}" for dtype, _, shape_id in sorted(
+                {(r.dtype, tokens(r.shape) or 0, r.shape_id) for r, s in zip(g.itertuples(), splits) if s})]
             unmet = 0
             for r in g.itertuples():
-                dims = {m[0]: int(m[1:]) for m in r.shape_id.split("-")}
-                unmet += bool(profiling.check(op, variant, dims, list(r.kernel_names), r.kernels_per_call))
+                unmet += bool(profiling.check(op, variant, r.shape, list(r.kernel_names), r.kernels_per_call))
             memsets = sorted({f"{m:g}" for m in g["memsets_per_call"].dropna()})
             rows.append([op, variant, "–".join(map(str, (main[0], main[-1]))) if len(main) > 1 else str(main[0]),
                          f"{len(split_at)} of {len(g)}" + (f": {', '.join(split_at)}" if split_at else ""),
                          ", ".join(memsets) or "—", f"{len(g) - unmet} of {len(g)}"])
     return tables.Table(["op", "variant", "kernels per call (split-K apart)", "cases with split-K kernels",
                          "memsets per call", "cases meeting expectations.toml"], rows, sorted(set(latest["file"])))
-
-
-def _tokens(shape_id: str) -> int:
-    found = re.match(r"^t(\d+)", shape_id)
-    return int(found.group(1)) if found else 0
 
 
 def shard_section(page: Page, shards: pd.DataFrame, single: pd.DataFrame) -> None:
@@ -196,11 +195,11 @@ def shard_section(page: Page, shards: pd.DataFrame, single: pd.DataFrame) -> Non
                 for r in worst.head(5).itertuples()]), files)
 
 
-def asv_held(points: dict[str, list[tuple[Path, gate.Point]]], machine: str) -> tables.Table:
+def asv_held(points: dict[str, list[tuple[Path, Point]]], machine: str) -> tables.Table:
     """What each ASV folder holds for this machine, per result file."""
     rows = []
     for folder, pts in points.items():
-        by_file: dict[Path, list[gate.Point]] = {}
+        by_file: dict[Path, list[Point]] = {}
         for path, p in pts:
             if p.machine == machine:
                 by_file.setdefault(path, []).append(p)
@@ -215,11 +214,11 @@ def asv_held(points: dict[str, list[tuple[Path, gate.Point]]], machine: str) -> 
                          "benchmarks"], rows)
 
 
-def _keys(points: list[gate.Point], commit: str) -> set:
+def _keys(points: list[Point], commit: str) -> set:
     return {(p.benchmark, p.param, p.version) for p in points if p.commit == commit and p.value is not None}
 
 
-def gate_rows(points: dict[str, list[tuple[Path, gate.Point]]], machine: str) -> tuple[tables.Table, list[str]]:
+def gate_rows(points: dict[str, list[tuple[Path, Point]]], machine: str) -> tuple[tables.Table, list[str]]:
     """`mlpbench check` on the committed ASV runs: each commit of asv/ against the previous one it
     shares benchmarks with (what the nightly does), and each commit of a folder beside asv/ against the
     commit of asv/ nearest in date that shares benchmarks with it (the same commit, for an A/A pair)."""
@@ -263,28 +262,29 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
              f"under `{results.name}/`; regenerate it, never edit it: `tests/test_pages.py` fails when this page "
              "and the files disagree. Each table links the files its figures come from. Figures are medians; "
              f"one whose IQR is over {tables.NOISY_SPREAD:.0%} of its median is marked noisy with its IQR, and "
-             "so is every ratio built on it. Each variant is compared with eager from the same run, the newest "
-             "run that measured the shape. How each figure is measured: the README's \"What is measured\".")
+             f"so is every ratio built on it. Each variant is compared with {tables.BASELINES} from the same run, "
+             "the newest run that measured the shape. How each figure is measured: the README's \"What is "
+             "measured\".")
     if not wide.empty:
         page.add("## Runs")
         page.table(runs_table(wide, results))
         page.add("## Summary",
                  "Per op and dtype: the variant fastest at most shapes, its lead over the next fastest where it "
-                 "wins, its speedup over eager at every shape, and its rate at its largest shape against the "
-                 "ceiling measured in the same run.")
+                 f"wins, its speedup over {tables.BASELINES} at every shape, and its rate at its largest shape "
+                 "against the ceiling measured in the same run.")
         overview = report.summary(wide)
         page.table(overview, overview.sources)
         page.add("## Ours against the faster peer",
-                 "Our variant's device time over the faster of Inductor (`compiled`) and Liger at each shape "
-                 "(below 1: ours is faster). MB moved counts the fewest bytes one call must move; the ceiling "
-                 "is the one measured in the same run.")
-        for op in (op for op in OPS if "ours" in registry.OPS[op]["variants"]):
+                 "Our variant's device time over the fastest of the op's compiler variants (Inductor) and peers' "
+                 "kernels (Liger) at each shape (below 1: ours is faster). MB moved counts the fewest bytes one "
+                 "call must move; the ceiling is the one measured in the same run.")
+        for op in (op for op in OPS if registry.OPS[op].of_role(OURS)):
             t = peer_table(wide, op)
             if t:
                 page.add(f"### {op}")
                 page.table(t, _runs_of(wide, t))
-        page.add("## Per op", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · speedup over eager "
-                              "of the same run.")
+        page.add("## Per op", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · speedup over "
+                              f"{tables.BASELINES} of the same run.")
         for op in OPS:
             t = tables.variant_table(wide, op)
             if t:
@@ -298,9 +298,11 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
                      "`mlpbench/expectations.toml` as it stands today.")
             t = structure_table(wide)
             page.table(t, _runs_of(wide, t))
-        sweep = tables.overhead_rows(wide)
-        if sweep:
-            page.add("## Host overhead crossover", report.overhead_verdict(wide))
+        sweeps = [(op, t) for op in tables.sweep_ops() if (t := tables.overhead_rows(wide, op))]
+        if sweeps:
+            page.add("## Host overhead crossover")
+        for op, sweep in sweeps:
+            page.add(report.overhead_verdict(wide, op))
             page.table(sweep, _runs_of(wide, sweep))
     compile_ = report.compile_table(df)
     if compile_:
@@ -315,7 +317,7 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
                      "`mlpbench run --shards` runs one pytest process per GPU and merges what they write. Device "
                      "time should not depend on it.")
             shard_section(page, shards, wide)
-    points = {f.name: report.asv_points(f) for f in sorted(results.iterdir())
+    points = {f.name: asv_points(f) for f in sorted(results.iterdir())
               if f.is_dir() and (f.name == "asv" or f.name.startswith(EXTRA_ASV))}
     held = asv_held(points, machine)
     if held:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -23,10 +22,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import fleet, gate, registry, tables
+from . import fleet, registry, tables
+from .results import asv_points, pytest_files, pytest_records, pytest_runs
+from .record import METRICS, NAMES
 
+# The record fields (mlpbench/record.py) that reach report.csv from pytest-benchmark records, each
+# with the column holding the IQR of its samples (tables.derive), where it has samples.
 METRICS_FROM_PYTEST = {"device_time_s": "device_iqr_s", "host_time_s": "host_iqr_s",
                        "peak_memory_bytes": None, "kernels_per_call": None}
+assert set(METRICS_FROM_PYTEST) <= NAMES, set(METRICS_FROM_PYTEST) - NAMES
 # ASV names its host-time benchmark `time_host` in older result files and `track_host_time` in newer
 # ones; both are one metric. Benchmarks are told apart by method name only: the module that holds
 # them has been renamed and may be again.
@@ -41,44 +45,20 @@ SUSPECT_MARGIN = 1.10
 LINES_PER_AXES = 12
 
 
-def _split_case(case: str) -> dict:
-    parts = case.split("/")
-    return dict(zip(("op", "variant", "dtype", "shape_id"), parts)) if len(parts) == 4 else {}
-
-
 def label(path: Path, results: Path) -> str:
     """A file's name as the repository spells it (results/pytest/h200/….json), wherever `results` lies."""
     return f"{results.name}/{Path(path).relative_to(results).as_posix()}"
 
 
-def pytest_files(results: Path, folder: str = "pytest") -> list[Path]:
-    d = results / folder
-    return sorted(p for p in d.rglob("*.json") if not p.name.endswith(".outcomes.json")) if d.is_dir() else []
-
-
-def load_wide(results: Path, folder: str = "pytest") -> pd.DataFrame:
-    """tables.load_pytest_json over results/<folder>, each row's `run` the file's repository path."""
-    wide = tables.load_pytest_json(pytest_files(results, folder))
+def load_wide(results: Path, folder: str = "pytest", runs=None) -> pd.DataFrame:
+    """tables.load_pytest_json over results/<folder> (or over `runs` already read from it), each
+    row's `run` the file's repository path."""
+    if runs is None:
+        runs = pytest_runs(pytest_files(results, folder))
+    wide = tables.derive(pytest_records(runs))
     if not wide.empty:
         wide["run"] = [label(Path(f), results) for f in wide["file"]]
     return wide
-
-
-def asv_points(asv_dir: Path) -> list[tuple[Path, gate.Point]]:
-    """Every ASV result point with the file it came from: two result files of one commit (two
-    environments, two runs) stay apart. Unreadable or foreign files are skipped by name."""
-    out = []
-    if not asv_dir.is_dir():
-        return out
-    for path in sorted(asv_dir.rglob("*.json")):
-        if path.name in ("machine.json", "benchmarks.json"):
-            continue
-        try:
-            out += [(path, p) for p in gate._points(path, json.loads(path.read_text()))]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"skipping {path}: not a readable ASV result file ({type(exc).__name__}: {exc})",
-                          stacklevel=2)
-    return out
 
 
 def asv_metric(benchmark: str) -> str:
@@ -88,14 +68,11 @@ def asv_metric(benchmark: str) -> str:
 
 def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
     """(long DataFrame of every measurement, ceilings by machine from the newest pytest run of each)."""
-    wide = load_wide(results)
-    rows, ceilings = [], {}
-    for path in pytest_files(results):
-        try:
-            info = json.loads(path.read_text())["machine_info"]["mlpbench"]
-            ceilings[info["machine"]] = info.get("ceilings", {})
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # already reported by load_pytest_json
+    runs = pytest_runs(pytest_files(results))
+    wide = load_wide(results, runs=runs)
+    rows = []
+    # files are read in name order, which is time order (UTC stamps): the newest run's ceilings win
+    ceilings = {run.env["machine"]: run.ceilings for run in runs if "machine" in run.env}
     for r in wide.to_dict("records"):
         for metric, spread in METRICS_FROM_PYTEST.items():
             value = r.get(metric)
@@ -112,7 +89,8 @@ def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
             continue
         iqr = float(np.subtract(*np.percentile(p.samples, [75, 25]))) if p.samples and len(p.samples) > 1 else None
         rows.append({"source": "asv", "run": label(path, results), "machine": p.machine, "commit": p.commit,
-                     "date": p.date, "version": p.version, **_split_case(p.param), "flops": None, "bytes": None,
+                     "date": p.date, "version": p.version, "op": p.op, "variant": p.variant, "dtype": p.dtype,
+                     "shape_id": p.shape_id, "flops": None, "bytes": None,
                      "metric": asv_metric(p.benchmark), "value": p.value, "iqr": iqr})
     df = pd.DataFrame(rows, columns=["source", "run", "machine", "commit", "date", "version", "op", "variant",
                                      "dtype", "shape_id", "flops", "bytes", "metric", "value", "iqr"])
@@ -177,7 +155,8 @@ def summary(wide: pd.DataFrame) -> tables.Table:
             _ceiling(big),
         ])
     return tables.Table(["machine", "op", "dtype", "time", "fastest", "its lead where it wins",
-                         "its speedup over eager", "its rate at the largest shape", "of that run's ceiling"], rows,
+                         f"its speedup over {tables.BASELINES}", "its rate at the largest shape",
+                         "of that run's ceiling"], rows,
                         sorted(set(latest["run"])) if not latest.empty else [])
 
 
@@ -193,13 +172,14 @@ def _png(fig) -> str:
 
 
 def speedup_plot(wide: pd.DataFrame, machine: str, op: str) -> str | None:
-    """Bars: speedup over eager for each shape × dtype, one bar per variant, from the newest run of
-    each shape; bars built on a noisy figure are hatched. The legend sits outside the axes."""
+    """Bars: speedup over the op's baseline for each shape × dtype, one bar per variant, from the
+    newest run of each shape; bars built on a noisy figure are hatched. The legend sits outside the axes."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     d = tables.latest_per_case(wide[(wide["machine"] == machine) & (wide["op"] == op)])
-    if d.empty or "eager" not in set(d["variant"]):
+    base = tables.baseline(op)
+    if d.empty or base not in set(d["variant"]):
         return None
     speed = d.pivot_table(index=["shape_id", "dtype"], columns="variant", values="speedup_vs_eager", sort=False)
     noisy = d.pivot_table(index=["shape_id", "dtype"], columns="variant", values="speedup_noisy", sort=False,
@@ -217,8 +197,8 @@ def speedup_plot(wide: pd.DataFrame, machine: str, op: str) -> str | None:
                 bar.set_edgecolor("black")
     ax.axhline(1, color="k", lw=0.8)
     time = "device time" if d["device_time_s"].notna().all() else "host time (no device time here)"
-    ax.set_ylabel(f"speedup over eager\n({time})")
-    ax.set_title(f"{op} on {machine}: speedup over eager, per shape and dtype")
+    ax.set_ylabel(f"speedup over {base}\n({time})")
+    ax.set_title(f"{op} on {machine}: speedup over {base}, per shape and dtype")
     ax.set_xticks(x)
     ax.set_xticklabels([f"{s} {dt}" for s, dt in speed.index], rotation=55, ha="right", fontsize=7)
     handles = ax.get_legend_handles_labels()[0]
@@ -303,7 +283,7 @@ def history_plots(df: pd.DataFrame) -> list[tuple[str, str]]:
         shapes = list(dict.fromkeys(g.sort_values("shape_id")["shape_id"]))
         variants = [v for v in tables.VARIANT_ORDER if v in set(g["variant"])] + sorted(
             set(g["variant"]) - set(tables.VARIANT_ORDER))
-        dtypes = [t for t in ("fp32", "bf16", "fp16") if t in set(g["dtype"])]
+        dtypes = [t for t in registry.DTYPES if t in set(g["dtype"])]
         parts = [shapes[k:k + LINES_PER_AXES] for k in range(0, len(shapes), LINES_PER_AXES)]
         colors = plt.get_cmap("tab20" if len(shapes) > 10 else "tab10").colors
         color = {s: colors[k % len(colors)] for k, s in enumerate(shapes)}
@@ -345,11 +325,13 @@ def history_plots(df: pd.DataFrame) -> list[tuple[str, str]]:
 # --- tables --------------------------------------------------------------------------------------
 
 def kernel_table(wide: pd.DataFrame) -> tables.Table:
-    """Device µs per call of each kernel the MLP cases launch (the per-GEMM view), newest record per case."""
+    """Device µs per call of each kernel the cases of ops with Op.kernel_breakdown launch (the
+    per-GEMM view of the MLPs), newest record per case."""
     if "kernel_times_s" not in wide or wide["kernel_times_s"].isna().all():
         return tables.Table([], [])
     rows = []
-    mlp = wide[(wide["op"] == "mlp") & wide["kernel_times_s"].notna()]
+    broken_down = [name for name, op in registry.OPS.items() if op.kernel_breakdown]
+    mlp = wide[wide["op"].isin(broken_down) & wide["kernel_times_s"].notna()]
     if "kernel_times_in_order_s" in mlp and mlp["kernel_times_in_order_s"].notna().any():
         # the newest records, which give each launch its own figure (gate and up GEMMs apart)
         mlp = mlp[mlp["kernel_times_in_order_s"].notna()].drop_duplicates("case", keep="last")
@@ -368,15 +350,50 @@ def kernel_table(wide: pd.DataFrame) -> tables.Table:
                         sorted(set(mlp["run"])) if "run" in mlp else [])
 
 
+def step_table(wide: pd.DataFrame) -> tables.Table:
+    """The elementwise step inside each MLP call (every kernel that is neither a GEMM nor a split-K
+    reduction, by expectations.toml's patterns) against the copy ceiling of the same run, per variant:
+    a fused kernel left at 60% of bandwidth inside a compiled model shows here without a trace."""
+    import re
+
+    from .ops import ELEMENT_SIZE
+    from .profiling import patterns
+
+    ops = {name: op for name, op in registry.OPS.items() if op.step_bytes}
+    need = {"kernel_names", "kernel_times_in_order_s", "shape", "copy_ceiling_Bps"}
+    if wide.empty or not need <= set(wide.columns):
+        return tables.Table([], [])
+    found = patterns()
+    library = [re.compile(found[k]) for k in ("gemm", "split_k") if k in found]
+    d = wide[wide["op"].isin(ops) & wide["kernel_times_in_order_s"].notna()]
+    d = d.sort_values(["datetime", "file"]).drop_duplicates(["machine", "case"], keep="last")
+    rows = []
+    for r in d.itertuples():
+        step = [(n, t) for n, t in zip(r.kernel_names, r.kernel_times_in_order_s)
+                if not any(p.search(n) for p in library)]
+        if not step or not isinstance(r.shape, dict):
+            continue
+        seconds = sum(t for _, t in step)
+        rate = ops[r.op].step_bytes(r.shape, ELEMENT_SIZE[r.dtype]) / seconds
+        ceiling = r.copy_ceiling_Bps
+        rows.append([r.machine, r.op, r.variant, r.dtype, r.shape_id, ", ".join(n[:40] for n, _ in step),
+                     f"{seconds * 1e6:,.1f}", f"{rate / 1e12:,.2f}",
+                     "—" if pd.isna(ceiling) else f"{rate / ceiling:.0%}"])
+    return tables.Table(["machine", "op", "variant", "dtype", "shape", "elementwise kernels", "µs per call", "TB/s",
+                         "of the copy ceiling"], rows, sorted(set(d["run"])) if rows else [])
+
+
 def kernel_breakdown(wide: pd.DataFrame) -> str:
     """Markdown of `kernel_table`."""
     table = kernel_table(wide)
     return table.markdown() if table else ""
 
 
+# The compile-tax benchmarks (record.METRICS, reported and never gated), with their names in the table.
 COMPILE_METRICS = {"track_cold_compile": "cold compile", "track_recompile_new_shape": "recompile (static)",
                    "track_recompile_new_shape_dynamic": "recompile (dynamic=True)",
                    "track_total": "ten changing shapes, total"}
+assert all(METRICS[m].gated == "no" for m in COMPILE_METRICS)
 
 
 def compile_table(df: pd.DataFrame) -> tables.Table:
@@ -397,28 +414,34 @@ def compile_tax(df: pd.DataFrame) -> str:
     return table.markdown() if table else ""
 
 
-def overhead_verdict(wide: pd.DataFrame) -> str:
-    """Where the compiled MLP starts to beat eager on host time, and why compiling pays only past it."""
-    crossover = tables.overhead_crossover(wide)
-    sweep = tables.crossover_sweep(wide, "d768-h3072", "bf16")
+def overhead_verdict(wide: pd.DataFrame, op: str) -> str:
+    """Where the op's compiler variants start to beat its baseline on host time (Op.overhead_sweep),
+    and why compiling pays only past it."""
+    dims, dtype = registry.OPS[op].overhead_sweep
+    sweep = tables.crossover_sweep(wide, op)
+    base, *compilers = tables.sweep_variants(op, sweep)
+    compilers = compilers or list(registry.OPS[op].of_role("compiler")[:1])  # none measured: say so
     metric = {"host_time_back_to_back_s": "host time per call with calls queued back to back",
               "host_time_s": "host time of one synchronised call"}[tables.crossover_metric(sweep)]
-    if crossover:
-        text = f"The compiled MLP (d768-h3072, bf16) beats eager on {metric} from {crossover} tokens up."
-    else:
-        text = (f"No token count measured here from which the compiled MLP (d768-h3072, bf16) beats eager on "
-                f"{metric} at every larger count.")
-    return text + (" Back to back, a call costs the larger of its CPU dispatch and its device time: compiling "
-                   "saves device time but dispatches more slowly, so it pays once eager's device time outgrows "
-                   "the compiled module's dispatch.")
+    texts = []
+    for compiler in compilers:
+        crossover = tables.overhead_crossover(wide, op, compiler)
+        if crossover:
+            texts.append(f"The {compiler} {op} ({dims}, {dtype}) beats {base} on {metric} from {crossover} tokens up.")
+        else:
+            texts.append(f"No token count measured here from which the {compiler} {op} ({dims}, {dtype}) beats "
+                         f"{base} on {metric} at every larger count.")
+    return " ".join(texts) + (" Back to back, a call costs the larger of its CPU dispatch and its device time: "
+                              "compiling saves device time but dispatches more slowly, so it pays once "
+                              f"{base}'s device time outgrows the compiled module's dispatch.")
 
 
-def overhead_section(wide: pd.DataFrame) -> str:
+def overhead_section(wide: pd.DataFrame, op: str) -> str:
     """Markdown: the verdict, the sweep behind it and the files it comes from."""
-    table = tables.overhead_rows(wide)
+    table = tables.overhead_rows(wide, op)
     if not table:
         return ""
-    return overhead_verdict(wide) + "\n\n" + table.markdown() + "\n\n" + sources_line(table.sources)
+    return overhead_verdict(wide, op) + "\n\n" + table.markdown() + "\n\n" + sources_line(table.sources)
 
 
 def results_table(wide: pd.DataFrame) -> tables.Table:
@@ -434,7 +457,7 @@ def results_table(wide: pd.DataFrame) -> tables.Table:
                      "—" if pd.isna(r.kernels_per_call) else f"{r.kernels_per_call:g}",
                      "—" if pd.isna(r.peak_memory_bytes) else f"{r.peak_memory_bytes / 1e6:,.1f}"])
     return tables.Table(["run", "machine", "op", "variant", "dtype", "shape", "device µs", "host µs",
-                         "TFLOP/s or GB/s", "vs eager", "kernels per call", "peak MB"], rows)
+                         "TFLOP/s or GB/s", f"vs {tables.BASELINES}", "kernels per call", "peak MB"], rows)
 
 
 def sources_line(files) -> str:
@@ -492,14 +515,16 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     machines = sorted(set(wide["machine"])) if not wide.empty else []
     intro = [f"{len(df)} measurements from {df['run'].nunique()} result files under `{results.name}/`: "
              f"{(df['source'] == 'pytest').sum()} from pytest-benchmark, {(df['source'] == 'asv').sum()} from ASV. "
-             "Each variant is compared with eager from the same run: the newest run that measured the shape."]
+             f"Each variant is compared with {tables.BASELINES} from the same run: the newest run that measured "
+             "the shape."]
     for machine in machines:
         newest = wide[wide["machine"] == machine].sort_values(["datetime", "file"]).iloc[-1]
         if pd.isna(newest["copy_ceiling_Bps"]):
             intro.append(f"{machine}: no ceilings measured (no GPU), so its figures are {tables.HOST_ONLY}.")
         else:
-            intro.append(f"{machine}: copy ceiling {newest['copy_ceiling_Bps'] / 1e12:.2f} TB/s in "
-                         f"`{newest['run']}`; each run's figures are rated against that run's own ceilings.")
+            what = tables.copy_ceiling(ceilings.get(machine) or {"copy_bandwidth_Bps": newest["copy_ceiling_Bps"]})
+            intro.append(f"{machine}: copy ceiling {what} in `{newest['run']}`; each run's figures are rated "
+                         "against that run's own ceilings.")
     noise = tables.noise_line(wide) if not wide.empty else ""
     if noise:
         intro.append(noise)
@@ -508,15 +533,16 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     if not wide.empty:
         overview = summary(wide)
         out.append(("Summary", [("text", "Per op and dtype: the variant fastest at most shapes, how far ahead of "
-                                         "the next fastest it is where it wins, its speedup over eager at every "
+                                         "the next fastest it is where it wins, its speedup over "
+                                         f"{tables.BASELINES} at every "
                                          "shape, and the rate it reaches at its largest shape against the "
                                          "ceiling measured in the same run."),
                                 ("table", overview), ("text", sources_line(overview.sources))]))
         speed = [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
                  if (png := speedup_plot(wide, m, op))]
         if speed:
-            out.append(("Speedup over eager", [("text", "Per shape and dtype, from the newest run of each shape; "
-                                                        "hatched bars rest on a noisy figure.")] + speed))
+            note = "Per shape and dtype, from the newest run of each shape; hatched bars rest on a noisy figure."
+            out.append((f"Speedup over {tables.BASELINES}", [("text", note)] + speed))
         roof = [("plot", f"achieved rate on {m}", png) for m in machines if (png := roofline_plot(wide, m))]
         if roof:
             out.append(("Achieved rate against the measured ceilings", roof))
@@ -545,20 +571,33 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
                 per_op += [("h3", f"{op} on {m}"), ("table", t), ("text", sources_line(runs))]
     if per_op:
         out.append(("Per-op tables", [("text", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · "
-                                               "speedup over eager of the same run.")] + per_op))
+                                               f"speedup over {tables.BASELINES} of the same run.")] + per_op))
     crossover = []
     for m in machines:
         mw = wide[wide["machine"] == m]
-        t = tables.overhead_rows(mw)
-        if t:
-            runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
-            crossover += [("h3", f"on {m}"), ("text", overhead_verdict(mw)), ("table", t), ("text", sources_line(runs))]
+        found = []
+        for op in tables.sweep_ops():
+            t = tables.overhead_rows(mw, op)
+            if t:
+                runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
+                found += [("text", overhead_verdict(mw, op)), ("table", t), ("text", sources_line(runs))]
+        if found:
+            crossover += [("h3", f"on {m}"), *found]
     if crossover:
         out.append(("Host overhead crossover", crossover))
     compile_ = compile_table(df)
     if compile_:
         out.append(("Compile tax", [("table", compile_), ("text", sources_line(compile_.sources))]))
     if not wide.empty:
+        step = step_table(wide)
+        if step:
+            out.append(("The MLP's elementwise step against the copy ceiling",
+                        [("text", "Inside each MLP call, the kernels that are not GEMMs (eager: GeLU then mul; "
+                                  "compiled: Inductor's fused kernel; Liger's and ours: one fused kernel), rated by "
+                                  "the fewest bytes the step must move (gate and up read, their product written) "
+                                  "over their device time, against the copy ceiling of the same run. Newest record "
+                                  "of each case."),
+                         ("long", step), ("text", sources_line(step.sources))]))
         kernels = kernel_table(wide)
         if kernels:
             out.append(("Kernels per MLP call", [("text", "Device time by kernel, in launch order, newest record "

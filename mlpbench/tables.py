@@ -13,17 +13,19 @@ from __future__ import annotations
 import html
 import json
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import registry
+from . import registry, results
 
-COMPUTE_BOUND = {"linear", "mlp"}  # rated in TFLOP/s against the GEMM ceiling; every other op in GB/s
-VARIANT_ORDER = registry.all_variants()  # column order: eager first, as the registry lists them
+# Rated in TFLOP/s against the GEMM ceiling (Op.bound "compute"); every other op in GB/s against copy.
+COMPUTE_BOUND = frozenset(name for name, op in registry.OPS.items() if op.compute_bound)
+VARIANT_ORDER = registry.all_variants()  # column order: baselines first, then compilers, peers, ours
+# What speedups are taken over, for prose about every op at once: the ops' baseline variants.
+BASELINES = " or ".join(dict.fromkeys(op.baseline for op in registry.OPS.values()))
 NOISY_SPREAD = 0.10  # IQR / median above this marks a figure noisy
 NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of their median, so the figure, and every "
               "ratio or rate built on it, may be far from what a quiet machine measures; run again with the "
@@ -32,58 +34,30 @@ HOST_ONLY = "host time only"
 
 
 def _iqr(samples) -> float | None:
-    if not samples or len(samples) < 2:
+    if not isinstance(samples, (list, tuple)) or len(samples) < 2:
         return None
     q1, q3 = np.percentile(np.asarray(samples, dtype=float), [25, 75])
     return float(q3 - q1)
 
 
-def _ceilings(doc: dict) -> dict:
-    return (doc.get("machine_info", {}).get("mlpbench", {}) or {}).get("ceilings") or {}
+def baseline(op: str) -> str | None:
+    """The op's baseline variant, which speedups are taken against (None for an op no longer registered)."""
+    return registry.OPS[op].baseline if op in registry.OPS else None
 
 
 def load_pytest_json(paths) -> pd.DataFrame:
-    """One row per benchmark record; unreadable or foreign files are skipped with a warning naming them.
+    """One row per benchmark record (mlpbench/results.py reads them), with the figures derived here;
+    unreadable or foreign files are skipped with a warning naming them."""
+    return derive(results.pytest_records(results.pytest_runs(paths)))
 
-    Each row keeps the file it came from (`file`, `run`: its name, `datetime`: when it was saved), so two
-    runs of one commit on one machine stay apart."""
-    rows = []
-    for path in map(Path, paths):
-        try:
-            doc = json.loads(path.read_text())
-            if isinstance(doc, dict) and "outcomes" in doc and "benchmarks" not in doc:
-                continue  # a run's outcomes file: read by not_timed()
-            benches = doc["benchmarks"]
-            machine = doc.get("machine_info", {}).get("mlpbench", {}).get("machine", "unknown")
-            commit = (doc.get("commit_info") or {}).get("id")
-            ceilings = _ceilings(doc)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.warn(f"skipping {path}: not a readable pytest-benchmark file ({exc})", stacklevel=2)
-            continue
-        for b in benches:
-            info = b.get("extra_info", {})
-            if "case" not in info:
-                continue
-            stats = b.get("stats") or {}
-            rows.append({
-                "file": str(path), "run": path.name, "datetime": doc.get("datetime") or path.name,
-                "machine": machine, "commit": commit,
-                **{k: info.get(k) for k in ("case", "op", "variant", "dtype", "shape_id", "tier", "device",
-                                            "device_time_s", "flops", "bytes", "max_rel_err", "timing_method",
-                                            "peak_memory_bytes", "source", "kernels_per_call", "memsets_per_call",
-                                            "kernel_names", "kernel_times_s", "kernel_times_in_order_s",
-                                            "structure_problems", "shard")},
-                "device_iqr_s": _iqr(info.get("device_time_samples_s")),
-                "host_time_s": info.get("host_time_s", stats.get("median")),
-                "host_iqr_s": stats.get("iqr"),
-                "host_time_back_to_back_s": info.get("host_time_back_to_back_s"),
-                "host_back_to_back_iqr_s": _iqr(info.get("host_time_back_to_back_samples_s")),
-                "copy_ceiling_Bps": ceilings.get("copy_bandwidth_Bps"),
-                "gemm_ceiling_flops": ceilings.get(f"gemm_{info.get('dtype')}_flops"),
-            })
-    df = pd.DataFrame(rows)
+
+def derive(df: pd.DataFrame) -> pd.DataFrame:
+    """Spreads, the time shown (device time where there is one), noise marks, rates, the fraction of
+    the run's ceiling, and the speedup over the op's baseline from the same file (the same run)."""
     if df.empty:
         return df
+    df["device_iqr_s"] = df.pop("device_time_samples_s").map(_iqr)
+    df["host_back_to_back_iqr_s"] = df.pop("host_time_back_to_back_samples_s").map(_iqr)
     for col in ("device_time_s", "device_iqr_s", "host_time_s", "host_iqr_s", "host_time_back_to_back_s",
                 "host_back_to_back_iqr_s", "copy_ceiling_Bps", "gemm_ceiling_flops", "flops", "bytes"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
@@ -91,19 +65,20 @@ def load_pytest_json(paths) -> pd.DataFrame:
     df["time_s"] = df["device_time_s"].where(on_device, df["host_time_s"])
     df["time_iqr_s"] = df["device_iqr_s"].where(on_device, df["host_iqr_s"])
     df["noisy"] = df["time_iqr_s"] > NOISY_SPREAD * df["time_s"]
-    df["tflops"] = (df["flops"] / df["time_s"] / 1e12).where(df["op"].isin(COMPUTE_BOUND))
+    compute = df["op"].isin(COMPUTE_BOUND)
+    df["tflops"] = (df["flops"] / df["time_s"] / 1e12).where(compute)
     df["gbps"] = df["bytes"] / df["time_s"] / 1e9
     # Against the ceiling of the same run, and only for device time: host time measures the CPU too.
-    compute = df["op"].isin(COMPUTE_BOUND)
     df["of_ceiling"] = ((df["flops"] / df["device_time_s"] / df["gemm_ceiling_flops"]).where(compute)
                         .fillna((df["bytes"] / df["device_time_s"] / df["copy_ceiling_Bps"]).where(~compute)))
-    # Each variant against eager from the same file (the same run): a box measured twice gives two pairs.
+    # Each variant against its op's baseline from the same file (the same run): a box measured twice
+    # gives two pairs.
     pair = ["file", "machine", "op", "dtype", "shape_id"]
-    eager = df[df["variant"] == "eager"].drop_duplicates(pair, keep="last").set_index(pair)
+    base = df[df["variant"] == df["op"].map(baseline)].drop_duplicates(pair, keep="last").set_index(pair)
     key = pd.MultiIndex.from_frame(df[pair])
-    df["speedup_vs_eager"] = eager["time_s"].reindex(key).to_numpy() / df["time_s"].to_numpy()
-    eager_noisy = eager["noisy"].reindex(key).fillna(False).to_numpy(dtype=bool)
-    df["speedup_noisy"] = df["noisy"].to_numpy(dtype=bool) | eager_noisy
+    df["speedup_vs_eager"] = base["time_s"].reindex(key).to_numpy() / df["time_s"].to_numpy()
+    base_noisy = base["noisy"].reindex(key).fillna(False).to_numpy(dtype=bool)
+    df["speedup_noisy"] = df["noisy"].to_numpy(dtype=bool) | base_noisy
     return df
 
 
@@ -186,8 +161,8 @@ def markdown(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def op_tables(df: pd.DataFrame) -> str:
-    """Markdown: one table per op with device and host time, throughput and speedup over eager,
-    noisy figures and the ratios built on them marked, then a line saying how many were noisy."""
+    """Markdown: one table per op with device and host time, throughput and speedup over the op's
+    baseline, noisy figures and the ratios built on them marked, then a line saying how many were noisy."""
     parts = []
     for op, g in df.groupby("op", sort=False):
         rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
@@ -199,14 +174,14 @@ def op_tables(df: pd.DataFrame) -> str:
             for r in g.sort_values(["shape_id", "dtype", "variant"]).itertuples()
         ]
         parts.append(f"### {op}\n\n" + markdown(
-            ["variant", "dtype", "shape", "device µs", "host µs", rate, "vs eager"], rows))
+            ["variant", "dtype", "shape", "device µs", "host µs", rate, f"vs {baseline(op)}"], rows))
     note = noise_line(df)
     return "\n\n".join(parts) + (f"\n\n{note}" if note else "")
 
 
 def variant_table(df: pd.DataFrame, op: str) -> Table:
-    """One row per shape and dtype, one column per variant: µs, rate and speedup over eager, each
-    variant paired with eager from the same run (the newest that measured the shape)."""
+    """One row per shape and dtype, one column per variant: µs, rate and speedup over the baseline,
+    each variant paired with the baseline from the same run (the newest that measured the shape)."""
     g = latest_per_case(df[df["op"] == op])
     variants = [v for v in VARIANT_ORDER if v in set(g["variant"])]
     rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
@@ -223,7 +198,7 @@ def variant_table(df: pd.DataFrame, op: str) -> Table:
             row.append(f"{fmt_time(r['time_s'], r['time_iqr_s'])} µs · {_fmt(value, 0 if rate == 'GB/s' else 1)} · "
                        f"{fmt_ratio(r['speedup_vs_eager'], r['speedup_noisy'])}")
         rows.append(row)
-    return Table(["shape", "dtype", *[f"{v} (µs · {rate} · vs eager)" for v in variants]], rows,
+    return Table(["shape", "dtype", *[f"{v} (µs · {rate} · vs {baseline(op)})" for v in variants]], rows,
                  sorted(set(g["file"])) if "file" in g else [])
 
 
@@ -239,11 +214,28 @@ def not_timed(outcomes_path) -> str:
     return markdown(["case", "outcome", "reason"], rows) if rows else ""
 
 
-def crossover_sweep(df: pd.DataFrame, dims: str, dtype: str) -> pd.DataFrame:
-    """The compiled-vs-eager MLP rows of the token sweep at `dims`, from the records that carry
-    back-to-back host time when any do (older records have the synchronised figure only)."""
-    g = df[(df["op"] == "mlp") & (df["dtype"] == dtype) & df["shape_id"].str.endswith(dims)
-           & df["variant"].isin(["eager", "compiled"])]
+def sweep_ops() -> list[str]:
+    """The ops with a token sweep for the host-overhead crossover (Op.overhead_sweep)."""
+    return [name for name, op in registry.OPS.items() if op.overhead_sweep]
+
+
+def sweep_variants(op: str, sweep: pd.DataFrame | None = None) -> tuple[str, ...]:
+    """The variants the crossover compares: the op's baseline, then its compiler variants (those
+    measured in `sweep`, when given: a compiler may be timed at a few shapes only)."""
+    measured = set(sweep["variant"]) if sweep is not None else None
+    return (registry.OPS[op].baseline,
+            *(v for v in registry.OPS[op].of_role("compiler") if measured is None or v in measured))
+
+
+def crossover_sweep(df: pd.DataFrame, op: str) -> pd.DataFrame:
+    """The baseline and compiler rows of the op's token sweep (Op.overhead_sweep: the dims besides
+    the token count, and the dtype), from the records that carry back-to-back host time when any do
+    (older records have the synchronised figure only). Adds `tokens`, from each record's shape."""
+    dims, dtype = registry.OPS[op].overhead_sweep
+    g = df[(df["op"] == op) & (df["dtype"] == dtype) & df["variant"].isin(sweep_variants(op))]
+    g = g.loc[g["shape"].map(lambda s: isinstance(s, dict) and results.dims_id(s, without=results.TOKENS) == dims)
+              .astype(bool)]
+    g = g.assign(tokens=g["shape"].map(results.tokens))
     if "host_time_back_to_back_s" in g and g["host_time_back_to_back_s"].notna().any():
         g = g[g["host_time_back_to_back_s"].notna()]
     # one run's figures, not an average over runs: the last record of each case (files load oldest first)
@@ -256,18 +248,18 @@ def crossover_metric(g: pd.DataFrame) -> str:
     return col if col in g and not g.empty and g[col].notna().all() else "host_time_s"
 
 
-def overhead_crossover(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> int | None:
-    """The smallest token count from which the compiled MLP's host time per call beats eager's
-    (at `dims`, for every larger count measured too); None when it never does.
+def overhead_crossover(df: pd.DataFrame, op: str, compiler: str | None = None) -> int | None:
+    """The smallest token count from which the op's `compiler` variant (default: its first) beats
+    the baseline on host time per call, for every larger count measured too; None when it never does.
 
     Host time of calls queued back to back where the records have it (a serving loop's figure: the
     larger of CPU dispatch and device time), else the synchronised single-call host time."""
-    g = crossover_sweep(df, dims, dtype)
-    host = g.pivot_table(index="shape_id", columns="variant", values=crossover_metric(g))
-    if not {"eager", "compiled"} <= set(host.columns):
+    base, compiler = registry.OPS[op].baseline, compiler or registry.OPS[op].of_role("compiler")[0]
+    g = crossover_sweep(df, op)
+    host = g.pivot_table(index="tokens", columns="variant", values=crossover_metric(g))
+    if not {base, compiler} <= set(host.columns):
         return None
-    tokens = host.index.str.extract(r"^t(\d+)-", expand=False).astype(int)
-    wins = pd.Series((host["compiled"] < host["eager"]).to_numpy(), index=tokens.to_numpy()).sort_index()
+    wins = (host[compiler] < host[base]).sort_index()
     crossover = None
     for t, win in zip(reversed(wins.index), reversed(wins.to_numpy())):
         if not win:
@@ -280,31 +272,44 @@ SPREAD_OF = {"device_time_s": "device_iqr_s", "host_time_back_to_back_s": "host_
              "host_time_s": "host_iqr_s"}
 
 
-def overhead_rows(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> Table:
-    """Per token count, eager and compiled device time and both host times (µs), noisy ones marked."""
-    g = crossover_sweep(df, dims, dtype)
+def overhead_rows(df: pd.DataFrame, op: str) -> Table:
+    """Per token count of the op's sweep, the baseline's and compilers' device time and both host
+    times (µs), noisy ones marked."""
+    g = crossover_sweep(df, op)
     cols = [c for c in SPREAD_OF if c in g and g[c].notna().any()]
     if g.empty or not cols:
         return Table([], [])
     names = {"device_time_s": "device", "host_time_back_to_back_s": "host, back to back",
              "host_time_s": "host, one synchronised call"}
-    by = g.set_index(["shape_id", "variant"])
+    variants = sweep_variants(op, g)
+    by = g.set_index(["tokens", "variant"])
     rows = []
-    for shape in sorted(set(g["shape_id"]), key=lambda s: int(re.match(r"^t(\d+)-", s).group(1))):
-        row = [shape.split("-")[0][1:]]
+    for t in sorted(set(g["tokens"])):
+        row = [str(t)]
         for c in cols:
             cell = []
-            for v in ("eager", "compiled"):
-                r = by.loc[(shape, v)] if (shape, v) in by.index else None
+            for v in variants:
+                r = by.loc[(t, v)] if (t, v) in by.index else None
                 spread = r.get(SPREAD_OF[c]) if r is not None else None
                 cell.append(fmt_time(r[c], spread) if r is not None else "—")
             row.append(" / ".join(cell))
         rows.append(row)
-    return Table(["tokens", *[f"{names[c]}: eager / compiled (µs)" for c in cols]], rows,
+    return Table(["tokens", *[f"{names[c]}: {' / '.join(variants)} (µs)" for c in cols]], rows,
                  sorted(set(g["file"])) if "file" in g else [])
 
 
-def overhead_table(df: pd.DataFrame, dims: str = "d768-h3072", dtype: str = "bf16") -> str:
+def overhead_table(df: pd.DataFrame, op: str) -> str:
     """Markdown of `overhead_rows`."""
-    table = overhead_rows(df, dims, dtype)
+    table = overhead_rows(df, op)
     return table.markdown() if table else ""
+
+
+def copy_ceiling(c: dict) -> str:
+    """A run's copy ceiling, with the method that set it and the vendor's figure where the run kept them
+    (ceilings v2, mlpbench/bandwidth.py); v1 runs measured copy_ alone."""
+    if not c.get("copy_bandwidth_Bps"):
+        return "—"
+    text = f"{c['copy_bandwidth_Bps'] / 1e12:.2f} TB/s"
+    method = c.get("copy_method") or "copy_ alone"
+    vendor = f"; vendor {c['vendor_bandwidth_Bps'] / 1e12:.1f}" if c.get("vendor_bandwidth_Bps") else ""
+    return f"{text} ({method}{vendor})"

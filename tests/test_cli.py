@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from mlpbench import cli
+from mlpbench import cli, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("argv, bad", [
-    (["run", "--op", "conv"], "unknown op 'conv'; valid: linear, mlp, gelu_mul, gelu_mul_train"),
+    (["run", "--op", "conv"], f"unknown op 'conv'; valid: {', '.join(registry.OPS)}"),
     (["run", "--variant", "fast"], "unknown variant 'fast'; valid:"),
     (["run", "--dtype", "fp8"], "unknown dtype 'fp8'; valid: fp32, bf16, fp16"),
     (["run", "--tier", "huge"], "unknown tier 'huge'; valid: quick, standard, full"),
@@ -52,3 +52,23 @@ def test_run_writes_json_and_prints_a_table(tmp_path):
     for key in ("gpu", "driver", "cuda", "torch", "triton", "liger_kernel", "kernels"):
         assert key in env
     assert "| eager | fp32 | t333-h3000 |" in proc.stdout
+
+
+def test_check_and_report_import_neither_torch_nor_triton(committed_results, tmp_path):
+    """Reading results needs no GPU stack: a box without torch can gate and report."""
+    code = f"""
+import contextlib, io, sys
+from mlpbench import cli
+with contextlib.redirect_stdout(io.StringIO()):
+    check = cli.main(["check", "--results", {str(committed_results / "asv")!r}, "--base", "6f5cf28",
+                      "--head", "ce401b4"])
+    report = cli.main(["report", "--results", {str(committed_results)!r}, "--output", {str(tmp_path / "report")!r},
+                       "--pages", {str(tmp_path / "pages")!r}])
+print(check, report, [m for m in ("torch", "triton") if m in sys.modules])
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check, report, heavy = proc.stdout.split(" ", 2)
+    assert check in ("0", "1") and report == "0", proc.stdout + proc.stderr[-3000:]
+    assert heavy.strip() == "[]", f"imported {heavy.strip()}"
+    assert (tmp_path / "report" / "report.html").is_file() and (tmp_path / "pages" / "h200.md").is_file()

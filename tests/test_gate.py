@@ -280,3 +280,59 @@ def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our
     flagged = {v.param for v in slow if v.verdict == "regression"}
     assert flagged and all("/ours/" in p for p in flagged)
     assert all(v.verdict == "unchanged" for v in slow if "/ours/" not in v.param)
+
+
+def _write_compiled(folder: Path, commit: str, date: int, median: float, fingerprint: int, seed: int):
+    """A v4 result file: the compiled GeLU·mul case's device time and its codegen fingerprint."""
+    rng = np.random.default_rng(seed)
+    samples = list(median * (1 + 0.001 * rng.standard_normal(20)))
+    axes = [["'compiled'"], ["'bf16'"], ["'t8192-h3072'"]]
+    results = {
+        "standard.GeluMulDevice.track_device_time": [[float(np.median(samples))], axes, "v4", 0, 1.0, None, None,
+                                                     None, None, [1], [20], [samples]],
+        "standard.GeluMulCodegen.track_codegen": [[float(fingerprint)], axes, "v4", 0, 1.0],
+    }
+    doc = {"commit_hash": commit, "date": date, "params": {"machine": "h200", "python": "3.12"},
+           "result_columns": COLS, "results": results, "version": 2, "env_name": "existing"}
+    path = folder / "asv" / "h200" / f"{commit[:8]}-existing.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+def _kernel(block, source="src-a"):
+    return {"name": "triton_poi_fused_gelu_mul_0", "source_sha256": source, "candidates": 4,
+            "config": {"XBLOCK": block, "num_warps": 4 if block == 1024 else 8, "num_stages": 1},
+            "autotune_cache_state": "miss", "coordinate_descent": False}
+
+
+@pytest.mark.parametrize("head_kernel, verdict, exit_code", [
+    (_kernel(512), "slower (autotuner's pick)", 0),           # the autotuner moved, not the commit
+    (_kernel(512, source="src-b"), "regression", 1),          # the commit changed what Inductor compiles
+])
+def test_a_compiled_case_that_moved_with_its_generated_code_is_attributed(tmp_path, head_kernel, verdict, exit_code):
+    from mlpbench import codegen
+
+    base = {"kernels": [_kernel(1024)], "settings": {"max_autotune": False}, "mode": "default", "fingerprint": 11}
+    head = {"kernels": [head_kernel], "settings": {"max_autotune": False}, "mode": "default", "fingerprint": 22}
+    for record in (base, head):
+        codegen.store(record, tmp_path)
+    _write_compiled(tmp_path, A, 1, 36.5e-6, 11, seed=1)
+    _write_compiled(tmp_path, B, 2, 51.9e-6, 22, seed=2)
+    (v,) = gate.compare(gate.load(tmp_path / "asv"), A[:7], B[:7], codegen_root=tmp_path)
+    assert v.verdict == verdict and v.compiles
+    assert "XBLOCK 512 instead of 1024, num_warps 8 instead of 4" in v.cause
+    assert ("its Triton source changed" in v.cause) == (verdict == "regression")
+    proc = subprocess.run([sys.executable, "-m", "mlpbench.cli", "check", "--results", str(tmp_path / "asv"),
+                           "--base", A[:7], "--head", B[:7]], capture_output=True, text=True)
+    assert proc.returncode == exit_code, proc.stderr
+    assert "XBLOCK 512 instead of 1024" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "mlpbench.cli", "check", "--results", str(tmp_path / "asv"),
+                           "--base", A[:7], "--head", B[:7], "--json"], capture_output=True, text=True)
+    assert json.loads(proc.stdout)[0]["verdict"] == verdict
+
+
+def test_a_compiled_case_whose_code_did_not_change_is_a_plain_regression(tmp_path):
+    _write_compiled(tmp_path, A, 1, 36.5e-6, 11, seed=1)
+    _write_compiled(tmp_path, B, 2, 51.9e-6, 11, seed=2)
+    (v,) = gate.compare(gate.load(tmp_path / "asv"), A[:7], B[:7], codegen_root=tmp_path)
+    assert v.verdict == "regression" and v.cause is None
