@@ -84,3 +84,22 @@ def test_back_to_back_host_time_of_a_gpu_bound_call_is_its_device_time():
     dev = timing.device_time(torch.mm, [(a, a)]).median_s
     host = statistics.median(timing.back_to_back_host_times(torch.mm, [(a, a)]))
     assert 0.9 < host / dev < 1.25
+
+
+def test_the_bandwidth_probes_compute_what_they_claim_under_the_interpreter():
+    """The copy ceiling's Triton probes (mlpbench/bandwidth.py): a copy and a two-reads-one-write add,
+    checked on a CPU through Triton's interpreter, with the bytes each claims to move."""
+    from mlpbench import bandwidth
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    n = 3 * bandwidth.BLOCK + 5  # a ragged last block
+    gen = torch.Generator(device=device).manual_seed(0)
+    a, b = torch.randn(n, device=device, generator=gen), torch.randn(n, device=device, generator=gen)
+    out = torch.empty_like(a)
+    bandwidth.triton_copy(a, out)
+    assert torch.equal(out, a)
+    bandwidth.triton_add(a, b, out)
+    assert torch.equal(out, a + b)
+    names = {name: nbytes for name, _, nbytes in bandwidth.probes(n, device)}
+    assert names == {"copy_": 8 * n, "triton_copy": 8 * n, "triton_2r1w": 12 * n}
+    assert bandwidth.vendor_bandwidth("NVIDIA H200") == 4.8e12 and bandwidth.vendor_bandwidth("a CPU") is None
