@@ -5,8 +5,8 @@
 
 Every machine of the nightly fleet pushes to the same branch, so pushes race: when two runners
 finish together, one push is rejected. The store never merges working trees. It builds the new
-branch commit from the branch tip as fetched plus this machine's files (results/asv/<machine>/**
-and results/asv/benchmarks.json), in a private index, and pushes it without force. On a rejected
+branch commit from the branch tip as fetched plus this machine's files (results/asv/<machine>/**,
+results/asv/benchmarks.json and the codegen records results/codegen/*.json), in a private index, and pushes it without force. On a rejected
 push it fetches the new tip and builds again on top of it: result files are per machine and
 commit, so the other machines' files come along as additions. Files of other machines are never
 touched; a file of this machine's folder that changed (a second run of a commit adds to its file)
@@ -203,6 +203,10 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
     files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
     if not files:
         raise StoreError(f"no results of machine {machine!r} to store: {folder} is missing or empty", 2)
+    # What Inductor generated, by fingerprint (mlpbench/codegen.py): shared by every machine, and
+    # content-addressed, so a name another machine pushed first holds the same record.
+    codegen = root / "results" / "codegen"
+    files += sorted(codegen.glob("*.json")) if codegen.is_dir() else []
     benchmarks = root / BENCHMARKS
     paths = [p.relative_to(root).as_posix() for p in files] + ([BENCHMARKS] if benchmarks.is_file() else [])
     # Hashed once: what is pushed is the files as they were when the store began.
