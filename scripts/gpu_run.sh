@@ -11,6 +11,10 @@
 #   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
 #          gated against the checked-out commit (run `nightly` or `aa` before it)
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
+#   compiled  A/A of the compiled cases: the standard tier's compiler variants (compiled,
+#          maxautotune) in AA_RUNS (default 2) more fresh processes, each its own results file
+#   alone  ALONE_CASES (case ids, space-separated), each in a process of its own: the same cases
+#          measured after every other case (the run step) and alone, for the hermetic check
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
 # Logs and result files are copied to OUTDIR. Expects a Python with CUDA torch and mlpbench's
@@ -65,7 +69,7 @@ for step in $steps; do
         caches asv
         python3 -m asv machine --yes > "$out/asv.log" 2>&1
         /usr/bin/time -f "asv run wall %e s" python3 -m asv run -E "existing:$(command -v python3)" \
-            --set-commit-hash "$head" --record-samples --show-stderr --bench '^standard\.\w+(Device|Host)\.' \
+            --set-commit-hash "$head" --record-samples --show-stderr --bench '^standard\.\w+(Device|Host|Codegen)\.' \
             >> "$out/asv.log" 2>&1
         echo "asv rc=$?"; grep "wall" "$out/asv.log"
         tar czf "$out/asv-results.tgz" results/asv ;;
@@ -109,7 +113,23 @@ for step in $steps; do
         /usr/bin/time -f "wall %e s" python3 -m mlpbench.cli run --tier standard --shards auto > "$out/shards.log" 2>&1
         echo "shards rc=$?"; tail -3 "$out/shards.log"
         new_pytest_results ;;
-    *) echo "unknown step $step (valid: tests run asv nightly aa slowdown shards)"; exit 2 ;;
+    compiled)
+        for k in $(seq 1 "${AA_RUNS:-2}"); do
+            caches "compiled-$k"
+            /usr/bin/time -f "compiled run $k wall %e s" python3 -m mlpbench.cli run --tier standard \
+                --variant compiled --variant maxautotune > "$out/compiled-$k.log" 2>&1
+            echo "compiled run $k rc=$?"; grep "wall" "$out/compiled-$k.log"
+        done
+        new_pytest_results ;;
+    alone)
+        for c in ${ALONE_CASES:?set ALONE_CASES to case ids}; do
+            IFS=/ read -r op variant dtype shape <<< "$c"
+            python3 -m mlpbench.cli run --tier standard --op "$op" --variant "$variant" --dtype "$dtype" \
+                --shape "$shape" >> "$out/alone.log" 2>&1
+            echo "alone $c rc=$?"
+        done
+        new_pytest_results ;;
+    *) echo "unknown step $step (valid: tests run asv nightly aa slowdown shards compiled alone)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"

@@ -1,0 +1,93 @@
+"""A/A of compiled cases across fresh processes: spread per case, the autotuner's picks, and what the gate flags.
+
+    .venv/bin/python scripts/compiled_aa.py results/pytest/h200/A.json results/pytest/h200/B.json ... \
+        [--output docs/compiled-aa.md]
+
+Each file is one `mlpbench run` (a fresh process, every compiled case compiled hermetically). For
+every compiled case measured in all of them: device time per run, the spread (slowest / fastest
+median − 1), how many different launch configurations Inductor's autotuner picked for its kernels,
+and the gate's verdict of every run against the first at its default thresholds (mlpbench/gate.py:
+the compiled floor, noise multiple and bootstrap interval), with the codegen difference when the
+picks differ (mlpbench/codegen.py). A flag whose picks did not differ is an unexplained one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mlpbench import codegen, gate, registry
+
+
+def _records(path: Path) -> dict[str, dict]:
+    doc = json.loads(path.read_text())
+    return {b["extra_info"]["case"]: b["extra_info"] for b in doc["benchmarks"] if "extra_info" in b
+            and "device_time_samples_s" in b["extra_info"]}
+
+
+def _picks(info: dict) -> str:
+    kernels = (info.get("codegen") or {}).get("kernels") or []
+    return "; ".join(f"{k['name']}: " + ", ".join(f"{a}={b}" for a, b in sorted((k.get("config") or {}).items()))
+                     for k in kernels) or "—"
+
+
+def _point(path: Path, info: dict) -> gate.Point:
+    samples = tuple(info["device_time_samples_s"])
+    return gate.Point("aa", path.name, 0, "pytest.track_device_time", info["case"], "aa",
+                      float(sorted(samples)[len(samples) // 2]), samples)
+
+
+def table(paths: list[Path]) -> tuple[str, dict]:
+    runs = [(p, _records(p)) for p in paths]
+    order = {c.id: k for k, c in enumerate(registry.all_cases())}
+    common = sorted((c for c in set.intersection(*(set(r) for _, r in runs)) if c in order), key=order.get)
+    compiled = [c for c in common if registry.variant_of(registry.case_by_id(c)).compiles]
+    rows, counts = [], {"cases": len(compiled), "flagged": 0, "explained": 0, "picks differ": 0}
+    for case in compiled:
+        infos = [r[case] for _, r in runs]
+        medians = [i["device_time_s"] for i in infos]
+        picks = [_picks(i) for i in infos]
+        distinct = len(set(picks))
+        counts["picks differ"] += distinct > 1
+        verdicts = []
+        base = _point(runs[0][0], infos[0])
+        for (path, _), info in zip(runs[1:], infos[1:]):
+            v = gate.judge(base, _point(path, info))
+            if v.verdict != "unchanged":
+                counts["flagged"] += 1
+                changes = codegen.differences(infos[0].get("codegen"), info.get("codegen"))
+                explained = (infos[0].get("codegen_fingerprint") != info.get("codegen_fingerprint"))
+                counts["explained"] += explained
+                verdicts.append(f"{v.verdict} {v.ratio:.3f}× ({'; '.join(changes) if explained else 'unexplained'})")
+        rows.append([case, " / ".join(f"{m * 1e6:,.1f}" for m in medians),
+                     f"{max(medians) / min(medians) - 1:.1%}", str(distinct), picks[0] if distinct == 1 else
+                     " | ".join(dict.fromkeys(picks)), "; ".join(verdicts) or "unchanged"])
+    head = ["case", "device µs per run", "spread", "distinct picks", "launch configurations", "gate vs run 1"]
+    md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    md += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(md), counts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--output", type=Path)
+    a = ap.parse_args(argv)
+    if len(a.files) < 2:
+        print("compiled_aa: need at least two result files", file=sys.stderr)
+        return 2
+    md, counts = table(a.files)
+    text = (f"Runs: {', '.join(f'`{p}`' for p in a.files)}\n\n{counts['cases']} compiled cases in every run; "
+            f"the autotuner's picks differed between runs for {counts['picks differ']}; the gate flagged "
+            f"{counts['flagged']} run pairs against run 1, {counts['explained']} of them with a change in the "
+            f"generated code.\n\n{md}\n")
+    if a.output:
+        a.output.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
