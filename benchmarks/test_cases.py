@@ -6,7 +6,10 @@ timed), then its device time (CUDA-graph replay) and peak memory are measured by
 each call launches (GPU only), then pytest-benchmark times host calls with a synchronising timer.
 """
 
+import os
+
 import pytest
+import torch
 
 from mlpbench import runner
 from mlpbench.pytest_plugin import selected_cases, selected_tier
@@ -20,11 +23,17 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(autouse=True)
-def _release_memory():
+def _release_memory(request):
     """After each case, give its GPU memory back: a case that ran out of memory must not take the
-    next cases down with it."""
+    next cases down with it. MLPBENCH_MEMORY_LOG=FILE appends, per case, the GPU memory still
+    allocated and reserved after that (to find what holds memory across cases)."""
     yield
     runner.release_memory()
+    log = os.environ.get("MLPBENCH_MEMORY_LOG")
+    if log and torch.cuda.is_available() and torch.cuda.is_initialized():
+        with open(log, "a") as f:
+            f.write(f"{request.node.callspec.id} allocated={torch.cuda.memory_allocated()} "
+                    f"reserved={torch.cuda.memory_reserved()}\n")
 
 
 @pytest.mark.benchmark(timer=sync_perf_counter)
