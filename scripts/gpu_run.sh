@@ -69,7 +69,7 @@ for step in $steps; do
         new_pytest_results ;;
     runops)
         # The standard tier one op per process (each its own results file), GPU memory logged per case
-        for op in $(python3 -c "from mlpbench import registry; print(*registry.OPS)"); do
+        for op in ${RUN_OPS:-$(python3 -c "from mlpbench import registry; print(*registry.OPS)")}; do
             MLPBENCH_MEMORY_LOG="$out/memory.log" /usr/bin/time -f "mlpbench run $op wall %e s" \
                 python3 -m mlpbench.cli run --tier standard --op "$op" -- --durations=0 >> "$out/run.log" 2>&1
             echo "run $op rc=$?"
