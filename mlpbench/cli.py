@@ -267,8 +267,11 @@ def _run(args) -> int:
     n_shards = _shard_count(args.shards)
     if n_shards is None:
         return 2
+    ops = list(dict.fromkeys(c.op for c in cases))
     if n_shards > 1:
         rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, outcomes_path)
+    elif len(ops) > 1:
+        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, outcomes_path)
     else:
         try:
             rc = pytest.main(argv + list(args.pytest_args))
@@ -294,30 +297,57 @@ def _shard_count(spec: str) -> int | None:
 
 
 def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path) -> int:
-    """One pytest process per shard (and GPU), then one merged JSON and outcomes file."""
-    import subprocess
-
+    """One pytest process per shard (and GPU), at once, then one merged JSON and outcomes file."""
     import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    parts = []
+    for k in range(n):
+        env = {"CUDA_VISIBLE_DEVICES": str(k % gpus)} if gpus else {}
+        parts.append((f"shard {k}/{n} on {'GPU ' + str(k % gpus) if gpus else 'the CPU'}",
+                      ["-q", f"--shard={k}/{n}"], env))
+    return _run_parts(argv, parts, json_path, outcomes_path, together=True)
+
+
+def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path: Path) -> int:
+    """One pytest process per op, one after the other, then one merged JSON and outcomes file.
+
+    As ASV measures each op in a process of its own: on an H200 the whole standard tier in one
+    process ran out of GPU memory after 259 cases (137.8 GiB reserved by PyTorch and not returned by
+    empty_cache, 1.2 GiB allocated), where one process per op never held more than 1.3 GiB after a case
+    (results/logs/h200-20261201-ops/)."""
+    kept = [a for a in argv if not a.startswith("--op=")]
+    return _run_parts(kept, [(f"op {op}", ["-v", f"--op={op}"], {}) for op in ops], json_path, outcomes_path,
+                      together=False)
+
+
+def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_path: Path, outcomes_path: Path,
+               together: bool) -> int:
+    """A pytest process per part (label, extra arguments, extra environment), all at once or in turn;
+    their records merged into one file, each record naming the process that measured it (`shard`)."""
+    import subprocess
 
     from . import shards
     from .atomic import write_json
 
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    parts = [json_path.with_name(f".{json_path.stem}.shard{k}.json") for k in range(n)]
-    outs = [json_path.with_name(f".{json_path.stem}.shard{k}.outcomes.json") for k in range(n)]
-    procs = []
-    for k in range(n):
-        shard_argv = [a for a in argv if not a.startswith(("--benchmark-json=", "--outcomes=", "-v"))]
-        shard_argv += ["-q", f"--shard={k}/{n}", f"--benchmark-json={parts[k]}", f"--outcomes={outs[k]}"]
-        env = os.environ | ({"CUDA_VISIBLE_DEVICES": str(k % gpus)} if gpus else {})
-        print(f"mlpbench: shard {k}/{n} on {'GPU ' + str(k % gpus) if gpus else 'the CPU'}", flush=True)
-        procs.append(subprocess.Popen([sys.executable, "-m", "pytest", *shard_argv], env=env))
-    codes = [p.wait() for p in procs]
-    done = [p for p in parts if p.exists() and p.stat().st_size > 0]
+    jsons = [json_path.with_name(f".{json_path.stem}.part{k}.json") for k in range(len(parts))]
+    outs = [json_path.with_name(f".{json_path.stem}.part{k}.outcomes.json") for k in range(len(parts))]
+    base = [a for a in argv if not a.startswith(("--benchmark-json=", "--outcomes=", "-v"))]
+    procs, codes = [], []
+    for k, (label, extra, env) in enumerate(parts):
+        print(f"mlpbench: {label}", flush=True)
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *base, *extra, f"--benchmark-json={jsons[k]}",
+                                 f"--outcomes={outs[k]}"], env=os.environ | env)
+        if together:
+            procs.append(proc)
+        else:
+            codes.append(proc.wait())
+    codes += [p.wait() for p in procs]
+    done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
     if done:
         write_json(json_path, shards.merge(done))
     write_json(outcomes_path, shards.merge_outcomes(outs))
-    for p in parts + outs:
+    for p in jsons + outs:
         p.unlink(missing_ok=True)
     failed = [c for c in codes if c not in (0, 5)]
     return failed[0] if failed else 0

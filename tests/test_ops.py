@@ -87,14 +87,15 @@ def test_the_new_ops_cover_their_models_at_the_standard_tier():
 
 
 @pytest.mark.parametrize("case_id", ["gelu_mul/eager/fp32/t8192-h3072-merged", "gelu_mul/ours/fp32/t8192-h3072-merged",
-                                     "gelu_mul_train/ours/fp32/t8192-h3072-merged"])
+                                     "gelu_mul_train/ours/fp32/t8192-h3072"])
 def test_the_merged_layout_gives_row_strided_halves_and_passes_the_float64_check(case_id):
     import dataclasses
 
     from mlpbench import workloads
 
     big = registry.case_by_id(case_id)
-    case = dataclasses.replace(big, shape=dataclasses.replace(big.shape, dims=(("t", 5), ("h", 96))))  # CPU-sized
+    # CPU-sized, and merged (gelu_mul_train's merged cases are not in the registry yet: unmeasured on a GPU)
+    case = dataclasses.replace(big, shape=dataclasses.replace(big.shape, dims=(("t", 5), ("h", 96)), layout="merged"))
     wl = workloads.build(case, "cpu")
     gate, up = wl.make_inputs(0)[:2]
     assert gate.shape == up.shape == (5, 96) and gate.stride() == up.stride() == (192, 1)

@@ -27,8 +27,6 @@ OP = Op(
         shape("standard", "the blog's shape 8192 × 3072", t=8192, h=3072),
         shape("standard", "Llama-3-8B intermediate at 8192 tokens", ("bf16",), t=8192, h=14336),
         shape("standard", "irregular 1823 × 781, the Triton tutorial's odd shape", t=1823, h=781),
-        shape("standard", "the blog's shape, gate and up the halves of a merged [8192, 6144] projection "
-              "(gradients written into the halves' layout)", t=8192, h=3072, layout="merged"),
     ),
     build=build,
 )

@@ -470,3 +470,17 @@ def test_kernelize_swiglu_mlp_torch_compile(kernel, impl, launches, training):
     assert model.forward.__func__ is kernel.layers.SwiGLUMLP.forward
     assert model.forward.__func__ is not SwiGLUMLPRef.forward
     _check_mlp(model, torch.compile(model, fullgraph=True), impl, launches, training)
+
+
+def test_contiguous_tensors_are_seen_as_rows_of_one_tile_and_strided_halves_keep_their_rows(kernel):
+    """Consecutive programs move consecutive memory for contiguous inputs (a flat kernel's order)."""
+    impl = importlib.import_module(kernel.__name__ + "._silu_mul")
+    tile = impl._TILE_BYTES // 2
+    g = torch.randn(8, 3 * tile, dtype=torch.bfloat16)
+    assert [t.shape for t in impl._rows_of([g, g])] == [(24, tile)] * 2
+    merged = torch.randn(8, 6 * tile, dtype=torch.bfloat16)
+    gate, up = merged.chunk(2, dim=1)
+    rows = impl._rows_of([gate, up])
+    assert [t.shape for t in rows] == [(8, 3 * tile)] * 2 and rows[0].data_ptr() == gate.data_ptr()
+    ragged = torch.randn(3, 5, dtype=torch.bfloat16)  # not a whole number of tiles: [rows, last dim]
+    assert impl._rows_of([ragged])[0].shape == (3, 5)
