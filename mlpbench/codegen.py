@@ -129,7 +129,9 @@ def settings() -> dict:
 def kernels(since: set[int]) -> list[dict]:
     """The Triton kernels loaded since `since` (a `snapshot()`), sorted by name."""
     try:
-        new = [k for k in _autotuners() if id(k) not in since]
+        # Max-autotune also loads the GEMM template candidates it benchmarks; they keep Inductor's
+        # placeholder name and are not kernels of the compiled graph.
+        new = [k for k in _autotuners() if id(k) not in since and "Placeholder" not in describe_kernel(k)["name"]]
     except ImportError:
         return []
     return sorted((describe_kernel(k) for k in new), key=lambda d: d["name"])

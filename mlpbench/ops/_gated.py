@@ -83,6 +83,41 @@ def our_layer(layer_name: str, repo: str):
     return make
 
 
+def liger_function(module: str, name: str):
+    """make(base, device) for a Liger autograd function (`module`.`name`), called as `name.apply`."""
+    def make(base, device):
+        import importlib
+
+        return getattr(importlib.import_module(module), name).apply
+
+    return make
+
+
+def our_function(repo: str, name: str):
+    """make(base, device) for function `name` of our kernel repository kernels_local/`repo`."""
+    def make(base, device):
+        from .. import sources
+
+        return getattr(sources.local_kernel(repo), name)
+
+    return make
+
+
+def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, liger_act: str, **liger_options):
+    """The variants every gated MLP has: eager, compiled, Liger's layer (`liger_module`.`liger_class`
+    configured with hidden_act `liger_act`, the eager weights shared) and ours (the eager model
+    kernelized with layer `layer` of kernels_local/`repo`)."""
+    from ._kinds import compiled, eager, liger, ours
+
+    return (
+        eager(),
+        compiled(),
+        liger(liger_layer(liger_module, liger_class, liger_act), liger_class, liger_module,
+              hub_layer=(layer, liger_class), **liger_options),
+        ours(our_layer(layer, repo), repo),
+    )
+
+
 def mlp_workload(case, device, make, layer_name: str, activation: str):
     """The gated MLP at case's [t, d] input and hidden size h: three GEMMs and act·mul."""
     import torch

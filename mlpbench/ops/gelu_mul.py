@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
+import functools
+
 from . import EVERY_TIER, Op, shape
-from ._gated import step_workload
+from ._gated import liger_function, our_function, step_workload
 from ._kinds import compiled, eager, liger, maxautotune, ours
 
 ACTIVATION = "gelu_tanh"
 KERNEL_REPO = "gelu_mul"
-
-
-def liger_op(base, device):
-    from liger_kernel.ops.geglu import LigerGELUMulFunction
-
-    return LigerGELUMulFunction.apply
-
-
-def ours_op(base, device):
-    from .. import sources
-
-    return sources.local_kernel(KERNEL_REPO).gelu_mul
+LIGER_OP = ("liger_kernel.ops.geglu", "LigerGELUMulFunction")  # Liger's autograd function
 
 
 # Shared with gelu_mul_train.
 VARIANTS = (
     eager(" (gelu kernel, then mul kernel)"),
     compiled(),
-    liger(liger_op, "LigerGELUMulFunction", "liger_kernel.ops.geglu"),
-    ours(ours_op, KERNEL_REPO),
+    liger(liger_function(*LIGER_OP), LIGER_OP[1], LIGER_OP[0]),
+    ours(our_function(KERNEL_REPO, "gelu_mul"), KERNEL_REPO),
 )
-
-
-def build(case, device, make):
-    return step_workload(case, device, make, ACTIVATION)
 
 
 # t = tokens, h = MLP hidden size: the [t, h] intermediates of the MLP shapes. Append shapes only.
@@ -58,5 +45,5 @@ OP = Op(
         shape("standard", "Llama-3-8B intermediate at 8192 tokens, halves of a merged projection",
               t=8192, h=14336, layout="merged"),
     ),
-    build=build,
+    build=functools.partial(step_workload, activation=ACTIVATION),
 )

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from . import HALF, Op, shape
-from ._gated import liger_layer, mlp_workload, our_layer
-from ._kinds import compiled, eager, liger, maxautotune, ours
+from ._gated import mlp_variants, mlp_workload
+from ._kinds import maxautotune
 
 LAYER = "GeGLUMLP"  # the layer name kernelize maps to our layer (kernels_local/gelu_mul/.../layers.py)
 ACTIVATION = "gelu_tanh"
-LIGER = "liger_kernel.transformers.geglu"  # where Liger's layer lives
 KERNEL_REPO = "gelu_mul"
-
-
-def build(case, device, make):
-    return mlp_workload(case, device, make, LAYER, ACTIVATION)
 
 
 # t = tokens (batch × sequence), d = model dim, h = MLP hidden size. Append shapes only: a changed
@@ -25,11 +22,7 @@ OP = Op(
     bound="compute",
     rank=10,
     variants=(
-        eager(),
-        compiled(),
-        liger(liger_layer(LIGER, "LigerGEGLUMLP", "gelu_pytorch_tanh"), "LigerGEGLUMLP", LIGER,
-              hub_layer=(LAYER, "LigerGEGLUMLP")),
-        ours(our_layer(LAYER, KERNEL_REPO), KERNEL_REPO),
+        *mlp_variants(LAYER, KERNEL_REPO, "liger_kernel.transformers.geglu", "LigerGEGLUMLP", "gelu_pytorch_tanh"),
         # Its GEMM autotuning costs minutes per shape: the blog's shape and Llama-3-8B's, bf16.
         maxautotune(only_shapes=("t8192-d768-h3072", "t8192-d4096-h14336"), only_dtypes=("bf16",)),
     ),
@@ -52,7 +45,7 @@ OP = Op(
                 t=t, d=768, h=3072)
           for t in (1, 16, 64, 256, 1024, 2048, 4096, 16384)),
     ),
-    build=build,
+    build=functools.partial(mlp_workload, layer_name=LAYER, activation=ACTIVATION),
     changing_shapes=True,
     overhead_sweep=("d768-h3072", "bf16"),
     kernel_breakdown=True,

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from . import Op, shape
-from ._gated import step_workload
+from ._gated import liger_function, our_function, step_workload
 from ._kinds import LIGER_SWIGLU_CPU_REASON, compiled, eager, liger, ours
 
 ACTIVATION = "silu"
 KERNEL_REPO = "silu_mul"
-
-
-def liger_op(base, device):
-    from liger_kernel.ops.swiglu import LigerSiLUMulFunction
-
-    return LigerSiLUMulFunction.apply
-
-
-def ours_op(base, device):
-    from .. import sources
-
-    return sources.local_kernel(KERNEL_REPO).silu_mul
-
-
-def build(case, device, make):
-    return step_workload(case, device, make, ACTIVATION)
+LIGER_OP = ("liger_kernel.ops.swiglu", "LigerSiLUMulFunction")  # Liger's autograd function
 
 
 # t = tokens, h = MLP hidden size: the [t, h] intermediates of the SwiGLU shapes. Append shapes only.
@@ -36,9 +23,9 @@ OP = Op(
     variants=(
         eager(" (silu kernel, then mul kernel)"),
         compiled(),
-        liger(liger_op, "LigerSiLUMulFunction", "liger_kernel.ops.swiglu",
+        liger(liger_function(*LIGER_OP), LIGER_OP[1], LIGER_OP[0],
               cpu_reason=LIGER_SWIGLU_CPU_REASON),
-        ours(ours_op, KERNEL_REPO),
+        ours(our_function(KERNEL_REPO, "silu_mul"), KERNEL_REPO),
     ),
     shapes=(
         shape("quick", "the quick SwiGLU MLP's intermediate, CPU-sized", ("fp32",), t=64, h=448),
@@ -47,6 +34,6 @@ OP = Op(
         shape("standard", "Qwen2.5-7B intermediate at 4096 tokens", t=4096, h=18944),
         shape("standard", "decode: one token, Llama-3-8B hidden; launch-bound", t=1, h=14336),
     ),
-    build=build,
+    build=functools.partial(step_workload, activation=ACTIVATION),
     probe_compile=False,  # the same Inductor pointwise kernel as gelu_mul's, whose compile is timed
 )

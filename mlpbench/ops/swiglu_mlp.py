@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 from . import HALF, Op, shape
-from ._gated import liger_layer, mlp_workload, our_layer
-from ._kinds import LIGER_SWIGLU_CPU_REASON, compiled, eager, liger, ours
+from ._gated import mlp_variants, mlp_workload
+from ._kinds import LIGER_SWIGLU_CPU_REASON
 
 LAYER = "SwiGLUMLP"  # the layer name kernelize maps to our layer (kernels_local/silu_mul/.../layers.py)
 ACTIVATION = "silu"
-LIGER = "liger_kernel.transformers.swiglu"  # where Liger's layer lives
 KERNEL_REPO = "silu_mul"
-
-
-def build(case, device, make):
-    return mlp_workload(case, device, make, LAYER, ACTIVATION)
 
 
 # t = tokens, d = model dim, h = MLP hidden size. Append shapes only: a changed id loses its history.
@@ -24,11 +21,8 @@ OP = Op(
     bound="compute",
     rank=20,
     variants=(
-        eager(),
-        compiled(),
-        liger(liger_layer(LIGER, "LigerSwiGLUMLP", "silu"), "LigerSwiGLUMLP", LIGER,
-              hub_layer=(LAYER, "LigerSwiGLUMLP"), cpu_reason=LIGER_SWIGLU_CPU_REASON),
-        ours(our_layer(LAYER, KERNEL_REPO), KERNEL_REPO),
+        *mlp_variants(LAYER, KERNEL_REPO, "liger_kernel.transformers.swiglu", "LigerSwiGLUMLP", "silu",
+                      cpu_reason=LIGER_SWIGLU_CPU_REASON),
     ),
     shapes=(
         # fp32 only: each compiled case costs 10–40 s of CI on a CPU.
@@ -40,7 +34,7 @@ OP = Op(
               t=1, d=4096, h=14336),
         shape("standard", "irregular: 333 tokens, hidden 3000 (not a multiple of 128)", t=333, d=768, h=3000),
     ),
-    build=build,
+    build=functools.partial(mlp_workload, layer_name=LAYER, activation=ACTIVATION),
     # Its compile tax is the GeGLU MLP's: the same graph with SiLU in place of GeLU.
     probe_compile=False,
     kernel_breakdown=True,
