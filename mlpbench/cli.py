@@ -314,7 +314,7 @@ def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path:
 
     As ASV measures each op in a process of its own: on an H200 the whole standard tier in one
     process ran out of GPU memory after 259 cases (137.8 GiB reserved by PyTorch and not returned by
-    empty_cache, 1.2 GiB allocated), where one process per op never held more than 1.3 GiB after a case
+    empty_cache, 1.2 GiB allocated), where one process per op never held more than 1.22 GiB after a case
     (results/logs/h200-20261201-ops/)."""
     kept = [a for a in argv if not a.startswith("--op=")]
     return _run_parts(kept, [(f"op {op}", ["-v", f"--op={op}"], {}) for op in ops], json_path, outcomes_path,
