@@ -72,3 +72,19 @@ print(check, report, [m for m in ("torch", "triton") if m in sys.modules])
     assert check in ("0", "1") and report == "0", proc.stdout + proc.stderr[-3000:]
     assert heavy.strip() == "[]", f"imported {heavy.strip()}"
     assert (tmp_path / "report" / "report.html").is_file() and (tmp_path / "pages" / "h200.md").is_file()
+
+
+def test_run_measures_each_op_in_a_process_of_its_own_and_writes_one_file(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlpbench.cli", "run", "--tier", "quick", "--op", "linear", "--op", "silu_mul",
+         "--variant", "eager", "--dtype", "fp32", "--results", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "mlpbench: op linear" in proc.stdout and "mlpbench: op silu_mul" in proc.stdout
+    (path,) = [f for f in tmp_path.glob("*/*-quick-*.json") if not f.name.endswith(".outcomes.json")]
+    infos = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"]]
+    assert {(i["op"], i["shard"]) for i in infos} == {("linear", 0), ("silu_mul", 1)}
+    outcomes = json.loads(path.with_name(path.stem + ".outcomes.json").read_text())["outcomes"]
+    assert {o["case"] for o in outcomes} == {i["case"] for i in infos}
+    assert not list(tmp_path.glob("*/.*part*"))  # the per-process files are gone
