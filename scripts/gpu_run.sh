@@ -13,6 +13,9 @@
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
 #   compiled  A/A of the compiled cases: the standard tier's compiler variants (compiled,
 #          maxautotune) in AA_RUNS (default 2) more fresh processes, each its own results file
+#   after  the compiled MLP and GeLU·mul cases in one pytest process, the MLP's first
+#   asvdemo  plain `asv run` of the checked-out commit and of demo/dynamic-compile (compiled cases made
+#          dynamic-shaped), then the gate between them: what it says when the generated code changed
 #   alone  ALONE_CASES (case ids, space-separated), each in a process of its own: the same cases
 #          measured after every other case (the run step) and alone, for the hermetic check
 #
@@ -32,7 +35,27 @@ export PYTHONUNBUFFERED=1
 [ -d .asv-assets ] && export MLPBENCH_ASV_ASSETS=$root/.asv-assets
 
 # A bundle, when there is one, is the history to use (a copied tree may carry a stale .git).
-if [ -f .asvrepo.bundle ]; then
+# Without one (a working tree and a bundle together can exceed what a device call carries),
+# .commits/ rebuilds the commits from the tree itself: `main`, the checked-out commit's raw object
+# (`git cat-file commit HEAD`) with `files.txt` (`git ls-files`), and optionally `demo` with
+# `demo.patch`, one commit on top. Same tree, same parent, same metadata: the same hash, so result
+# files name the real commit. The parent of `main` is marked shallow (its history is not here).
+if [ -f .commits/main ] && [ ! -f .asvrepo.bundle ]; then
+    rm -rf .git && git init -q -b main . && printf '/.whl/\n/.commits/\n' >> .git/info/exclude
+    sed -n 's/^parent //p' .commits/main > .git/shallow
+    remake() {  # remake NAME: commit .commits/NAME from the index, check its tree, name a branch
+        local tree want sha
+        tree=$(git write-tree); want=$(sed -n 's/^tree //p' ".commits/$1")
+        [ "$tree" = "$want" ] || echo "gpu_run: tree $tree is not $1's $want: its commit hash will differ"
+        sha=$(git hash-object -t commit -w ".commits/$1")
+        git update-ref "refs/heads/$2" "$sha"; echo "commit ${sha:0:12} as $2"
+    }
+    git add --pathspec-from-file=.commits/files.txt && remake main main
+    if [ -f .commits/demo ]; then
+        git apply .commits/demo.patch && git add -u && remake demo "${DEMO_BRANCH:-demo/dynamic-compile}"
+    fi
+    git reset -q --hard main
+elif [ -f .asvrepo.bundle ]; then
     rm -rf .git && git init -q -b main . && git fetch -q .asvrepo.bundle main && git reset -q --soft FETCH_HEAD
     git fetch -q .asvrepo.bundle 'refs/heads/demo/*:refs/heads/demo/*' 2>/dev/null
 fi
@@ -125,13 +148,39 @@ for step in $steps; do
         echo "shards rc=$?"; tail -3 "$out/shards.log"
         new_pytest_results ;;
     compiled)
+        # AA_VARIANTS (default: compiled maxautotune) in AA_RUNS fresh processes; each run's files are
+        # copied as soon as it ends, so a call cut short keeps the runs it finished.
         for k in $(seq 1 "${AA_RUNS:-2}"); do
             caches "compiled-$k"
             /usr/bin/time -f "compiled run $k wall %e s" python3 -m mlpbench.cli run --tier standard \
-                --variant compiled --variant maxautotune > "$out/compiled-$k.log" 2>&1
+                $(printf -- '--variant %s ' ${AA_VARIANTS:-compiled maxautotune}) > "$out/compiled-$k.log" 2>&1
             echo "compiled run $k rc=$?"; grep "wall" "$out/compiled-$k.log"
+            new_pytest_results
+        done ;;
+    after)
+        # The hermetic check's other half: the compiled MLP and GeLU·mul cases in ONE pytest process, the
+        # MLP's first (the order that once left GeLU·mul at 8192 × 3072 with the MLP's launch configuration).
+        python3 -m pytest benchmarks --tier standard --op mlp --op gelu_mul --variant compiled -q \
+            -p no:cacheprovider --benchmark-json "$out/after-others.json" > "$out/after.log" 2>&1
+        echo "after rc=$?"; tail -1 "$out/after.log" ;;
+    asvdemo)
+        # The gate on two real commits whose compiled code differs: the checked-out commit, then the
+        # demo branch (DEMO_BRANCH, default demo/dynamic-compile), each through plain `asv run` of
+        # DEMO_BENCH (default: the standard family's GeLU·mul device and codegen benchmarks).
+        demo=$(git rev-parse "${DEMO_BRANCH:-demo/dynamic-compile}")
+        bench=${DEMO_BENCH:-'^standard\.GeluMul(Device|Codegen)\.'}
+        python3 -m asv machine --yes > "$out/asvdemo.log" 2>&1
+        for sha in "$head" "$demo"; do
+            git checkout -q -f "$sha"
+            /usr/bin/time -f "asv run $sha wall %e s" python3 -m asv run -E "existing:$(command -v python3)" \
+                --set-commit-hash "$sha" --record-samples --show-stderr --bench "$bench" >> "$out/asvdemo.log" 2>&1
+            echo "asv run ${sha:0:8} rc=$?"
         done
-        new_pytest_results ;;
+        git checkout -q -f "$head"
+        python3 -m mlpbench.cli check --base "$head" --head "$demo" > "$out/asvdemo-check.md" 2>&1
+        echo "check rc=$? (1 expected: the demo regresses)"
+        python3 -m mlpbench.cli check --base "$head" --head "$demo" --json > "$out/asvdemo-check.json" 2>/dev/null
+        tar czf "$out/asvdemo-results.tgz" results/asv results/codegen 2>/dev/null ;;
     alone)
         for c in ${ALONE_CASES:?set ALONE_CASES to case ids}; do
             IFS=/ read -r op variant dtype shape <<< "$c"
@@ -140,7 +189,7 @@ for step in $steps; do
             echo "alone $c rc=$?"
         done
         new_pytest_results ;;
-    *) echo "unknown step $step (valid: tests run asv nightly aa slowdown shards compiled alone)"; exit 2 ;;
+    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"
