@@ -39,10 +39,9 @@ export PYTHONUNBUFFERED=1
 # .commits/ rebuilds the commits from the tree itself: `main`, the checked-out commit's raw object
 # (`git cat-file commit HEAD`) with `files.txt` (`git ls-files`), and optionally `demo` with
 # `demo.patch`, one commit on top. Same tree, same parent, same metadata: the same hash, so result
-# files name the real commit. The parent of `main` is marked shallow (its history is not here).
+# files name the real commit. `main` is marked shallow: its history is not here.
 if [ -f .commits/main ] && [ ! -f .asvrepo.bundle ]; then
     rm -rf .git && git init -q -b main . && printf '/.whl/\n/.commits/\n' >> .git/info/exclude
-    sed -n 's/^parent //p' .commits/main > .git/shallow
     remake() {  # remake NAME: commit .commits/NAME from the index, check its tree, name a branch
         local tree want sha
         tree=$(git write-tree); want=$(sed -n 's/^tree //p' ".commits/$1")
@@ -50,7 +49,7 @@ if [ -f .commits/main ] && [ ! -f .asvrepo.bundle ]; then
         sha=$(git hash-object -t commit -w ".commits/$1")
         git update-ref "refs/heads/$2" "$sha"; echo "commit ${sha:0:12} as $2"
     }
-    git add --pathspec-from-file=.commits/files.txt && remake main main
+    git add --pathspec-from-file=.commits/files.txt && remake main main && git rev-parse main > .git/shallow
     if [ -f .commits/demo ]; then
         git apply .commits/demo.patch && git add -u && remake demo "${DEMO_BRANCH:-demo/dynamic-compile}"
     fi
