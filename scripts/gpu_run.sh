@@ -11,8 +11,9 @@
 #   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
 #          gated against the checked-out commit (run `nightly` or `aa` before it)
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
-#   compiled  A/A of the compiled cases: the standard tier's compiler variants (compiled,
-#          maxautotune) in AA_RUNS (default 2) more fresh processes, each its own results file
+#   compiled  A/A of the compiled cases: the standard tier's AA_VARIANTS (default: compiled) in AA_RUNS
+#          (default 2) fresh pytest processes, every op in one process (so each case also runs after
+#          all the others, the MLP's first), each process its own results file
 #   after  the compiled MLP and GeLU·mul cases in one pytest process, the MLP's first
 #   asvdemo  plain `asv run` of the checked-out commit and of demo/dynamic-compile (compiled cases made
 #          dynamic-shaped), then the gate between them: what it says when the generated code changed
@@ -147,14 +148,13 @@ for step in $steps; do
         echo "shards rc=$?"; tail -3 "$out/shards.log"
         new_pytest_results ;;
     compiled)
-        # AA_VARIANTS (default: compiled maxautotune) in AA_RUNS fresh processes; each run's files are
-        # copied as soon as it ends, so a call cut short keeps the runs it finished.
+        # Each run's file is copied as soon as it ends, so a call cut short keeps the runs it finished.
         for k in $(seq 1 "${AA_RUNS:-2}"); do
             caches "compiled-$k"
-            /usr/bin/time -f "compiled run $k wall %e s" python3 -m mlpbench.cli run --tier standard \
-                $(printf -- '--variant %s ' ${AA_VARIANTS:-compiled maxautotune}) > "$out/compiled-$k.log" 2>&1
-            echo "compiled run $k rc=$?"; grep "wall" "$out/compiled-$k.log"
-            new_pytest_results
+            /usr/bin/time -f "compiled run $k wall %e s" python3 -m pytest benchmarks --tier standard \
+                $(printf -- '--variant %s ' ${AA_VARIANTS:-compiled}) -q -p no:cacheprovider \
+                --benchmark-json "$out/compiled-aa-$k.json" > "$out/compiled-$k.log" 2>&1
+            echo "compiled run $k rc=$?"; grep -E "wall|passed|failed" "$out/compiled-$k.log" | tail -2
         done ;;
     after)
         # The hermetic check's other half: the compiled MLP and GeLU·mul cases in ONE pytest process, the
