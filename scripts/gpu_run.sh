@@ -12,7 +12,7 @@
 #          gated against the checked-out commit (run `nightly` or `aa` before it)
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
 #   compiled  A/A of the compiled cases: the standard tier's AA_VARIANTS (default: compiled) in AA_RUNS
-#          (default 2) fresh pytest processes, every op in one process (so each case also runs after
+#          (default 2) fresh pytest processes numbered from AA_FROM (default 1), every op in one process (so each case also runs after
 #          all the others, the MLP's first), each process its own results file
 #   after  the compiled MLP and GeLU·mul cases in one pytest process, the MLP's first
 #   asvdemo  plain `asv run` of the checked-out commit and of demo/dynamic-compile (compiled cases made
@@ -149,7 +149,7 @@ for step in $steps; do
         new_pytest_results ;;
     compiled)
         # Each run's file is copied as soon as it ends, so a call cut short keeps the runs it finished.
-        for k in $(seq 1 "${AA_RUNS:-2}"); do
+        for k in $(seq "${AA_FROM:-1}" "$((${AA_FROM:-1} + ${AA_RUNS:-2} - 1))"); do
             caches "compiled-$k"
             /usr/bin/time -f "compiled run $k wall %e s" python3 -m pytest benchmarks --tier standard \
                 $(printf -- '--variant %s ' ${AA_VARIANTS:-compiled}) -q -p no:cacheprovider \
