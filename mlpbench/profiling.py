@@ -101,6 +101,7 @@ def applies(expectation: dict, op: str, variant: str, shape: dict, layout: str |
         expectation["op"] == op
         and expectation["variant"] == variant
         and shape.get("t", 0) >= expectation.get("min_tokens", 0)
+        and shape.get("t", 0) < expectation.get("max_tokens", float("inf"))
         and expectation.get("layout") == layout
     )
 

@@ -84,11 +84,12 @@ def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
     if variant.compiles:
         from . import codegen
 
-        with codegen.hermetic():
+        pin, pinned_from = codegen.pins_for(case.id)
+        with codegen.hermetic(pin) as cache:
             before = codegen.snapshot()
             wl = workloads.build(case, device)
             err = workloads.check(wl)
-            generated = codegen.record(before, variant.compile_mode)
+            generated = codegen.record(before, variant.compile_mode, cache, pinned_from)
     else:
         wl = workloads.build(case, device)
         err = workloads.check(wl)

@@ -19,6 +19,11 @@
 #          dynamic-shaped), then the gate between them: what it says when the generated code changed
 #   alone  ALONE_CASES (case ids, space-separated), each in a process of its own: the same cases
 #          measured after every other case (the run step) and alone, for the hermetic check
+#   pinned the compiled cases PIN_CASES (a pytest -k expression) in one process, each started from
+#          the autotuner's picks recorded in PIN_FROM (a results file): MLPBENCH_PIN_AUTOTUNE
+#   select `mlpbench run --tier standard $RUN_ARGS` (e.g. RUN_ARGS="--op mlp --variant dualgemm")
+#   dualtests  kernels_local/gated_dual_gemm's tests and the kernel repositories' build tests
+#   sweep  scripts/dual_gemm_sweep.py: the dual GEMM's tile sweep and fused-from-tokens threshold
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
 # Logs and result files are copied to OUTDIR. Expects a Python with CUDA torch and mlpbench's
@@ -188,7 +193,23 @@ for step in $steps; do
             echo "alone $c rc=$?"
         done
         new_pytest_results ;;
-    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone)"; exit 2 ;;
+    pinned)
+        MLPBENCH_PIN_AUTOTUNE=${PIN_FROM:?set PIN_FROM to a results file} python3 -m pytest benchmarks \
+            --tier standard --variant compiled -k "${PIN_CASES:?set PIN_CASES}" -q -p no:cacheprovider \
+            --benchmark-json "$out/compiled-pinned.json" > "$out/pinned.log" 2>&1
+        echo "pinned rc=$?"; tail -1 "$out/pinned.log" ;;
+    select)
+        python3 -m mlpbench.cli run --tier standard ${RUN_ARGS:?set RUN_ARGS} -- --durations=0 >> "$out/select.log" 2>&1
+        echo "select rc=$?"; grep -E "passed|failed" "$out/select.log" | tail -3
+        new_pytest_results ;;
+    dualtests)
+        python3 -m pytest kernels_local/gated_dual_gemm kernels_local/tests -q -p no:cacheprovider \
+            > "$out/dual-tests.log" 2>&1
+        echo "dualtests rc=$?"; tail -2 "$out/dual-tests.log" ;;
+    sweep)
+        python3 scripts/dual_gemm_sweep.py --output "$out/dual-gemm-sweep.json" > "$out/sweep.log" 2>&1
+        echo "sweep rc=$?"; grep "^best" "$out/sweep.log" ;;
+    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned select dualtests sweep)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"

@@ -80,3 +80,46 @@ def test_a_compiled_case_is_compiled_in_fresh_caches_and_its_codegen_recorded():
     # on a CPU Inductor writes C++: no Triton kernel, so nothing for the gate to fingerprint
     assert record.codegen == p.codegen and record.codegen_fingerprint is None
     assert runner.prepare(registry.case_by_id("gelu_mul/eager/fp32/t333-h3000"), "cpu").codegen is None
+
+
+def test_pinned_autotune_entries_seed_the_fresh_cache_and_are_read_back(tmp_path):
+    entry = '{"XBLOCK": 1024, "num_warps": 4, "num_stages": 1, "configs_hash": "abc"}'
+    with codegen.hermetic({"ab/k1.best_config": entry}) as root:
+        assert str(root) == os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        assert (root / "ab" / "k1.best_config").read_text() == entry
+        (root / "cd").mkdir()
+        (root / "cd" / "k2.best_config").write_text("{}")  # as Inductor writes one after autotuning
+        (root / "cd" / "k2.py").write_text("")
+        assert codegen.best_configs(root) == {"ab/k1.best_config": entry, "cd/k2.best_config": "{}"}
+    with pytest.raises(ValueError, match="outside the cache: '../../escape.best_config'"):
+        with codegen.hermetic({"../../escape.best_config": "{}"}):
+            pass
+
+
+def test_pins_come_from_the_results_file_named_by_the_environment(tmp_path, monkeypatch):
+    import json
+
+    doc = {"benchmarks": [{"extra_info": {"case": "mlp/compiled/bf16/t1-d768-h3072",
+                                          "codegen": {"best_configs": {"ab/k.best_config": "{}"}}}},
+                          {"extra_info": {"case": "mlp/eager/bf16/t1-d768-h3072"}}]}
+    (tmp_path / "run.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(codegen, "_PINS", None)
+    monkeypatch.delenv(codegen.PIN_ENV, raising=False)
+    assert codegen.pins_for("mlp/compiled/bf16/t1-d768-h3072") == (None, None)
+    monkeypatch.setenv(codegen.PIN_ENV, str(tmp_path / "run.json"))
+    assert codegen.pins_for("mlp/compiled/bf16/t1-d768-h3072") == ({"ab/k.best_config": "{}"},
+                                                                   str(tmp_path / "run.json"))
+    assert codegen.pins_for("mlp/eager/bf16/t1-d768-h3072") == (None, None)
+    monkeypatch.setattr(codegen, "_PINS", None)
+    monkeypatch.setenv(codegen.PIN_ENV, str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="MLPBENCH_PIN_AUTOTUNE=.*missing.json.*not a readable results file"):
+        codegen.pins_for("mlp/compiled/bf16/t1-d768-h3072")
+
+
+def test_a_pinned_record_keeps_its_entries_and_source_but_not_in_its_fingerprint(tmp_path):
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "k.best_config").write_text("{}")
+    plain = codegen.record(codegen.snapshot(), None)
+    pinned = codegen.record(codegen.snapshot(), None, tmp_path, pinned_from="results/run.json")
+    assert pinned["best_configs"] == {"ab/k.best_config": "{}"} and pinned["pinned_from"] == "results/run.json"
+    assert pinned["fingerprint"] == plain["fingerprint"]

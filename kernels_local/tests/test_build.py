@@ -26,11 +26,27 @@ def _load_build_script():
 
 build = _load_build_script()
 
-# Per repository: its function, the float64 reference, and a line of its kernel source to double
-# the output with (and how often the source writes it).
+def _step_inputs():
+    return torch.randn(3, 40, device=DEVICE), torch.randn(3, 40, device=DEVICE)
+
+
+def _gate_up_inputs():  # 64 rows: enough for the fused kernel (MIN_FUSED_TOKENS)
+    return (torch.randn(64, 32, device=DEVICE), torch.randn(48, 32, device=DEVICE) / 6,
+            torch.randn(48, 32, device=DEVICE) / 6)
+
+
+def _gate_up_reference(x, wg, wu):
+    return F.gelu(x @ wg.T, approximate="tanh") * (x @ wu.T)
+
+
+# Per repository: its function's name, inputs for it, the float64 reference, and a line of its
+# kernel source to double the output with (and how often the source writes it).
 REPOS = {
-    "gelu_mul": (lambda g, u: F.gelu(g, approximate="tanh") * u, "y = gelu * u.to(tl.float32)\n", 2),
-    "silu_mul": (lambda g, u: F.silu(g) * u, "y = g * s * u\n", 1),
+    "gelu_mul": ("gelu_mul", _step_inputs, lambda g, u: F.gelu(g, approximate="tanh") * u,
+                 "y = gelu * u.to(tl.float32)\n", 2),
+    "silu_mul": ("silu_mul", _step_inputs, lambda g, u: F.silu(g) * u, "y = g * s * u\n", 1),
+    "gated_dual_gemm": ("gate_up_act_mul", _gate_up_inputs, _gate_up_reference,
+                        "h = _act(acc_g, ACT) * acc_u  #", 1),
 }
 repos = pytest.mark.parametrize("name", sorted(REPOS))
 
@@ -42,6 +58,13 @@ def _copy_sources(name: str, dest: Path) -> Path:
     shutil.copytree(KERNELS_LOCAL / name / "torch-ext", dest / "torch-ext",
                     ignore=shutil.ignore_patterns("__pycache__"))
     return dest
+
+
+def _source(repo: Path, name: str) -> Path:
+    """The kernel's implementation module: torch-ext/<name>/_<something>.py holding its Triton code."""
+    found = [p for p in sorted((repo / "torch-ext" / name).glob("_*.py")) if p.name != "__init__.py"]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def test_every_kernel_repository_is_tested_here():
@@ -62,14 +85,14 @@ def test_check_reports_each_kind_of_difference(name, tmp_path):
     build.build(repo, variant)
     assert build.differences(repo) == []
 
-    with (repo / "torch-ext" / name / f"_{name}.py").open("a") as f:
+    with _source(repo, name).open("a") as f:
         f.write("# edited\n")
     (variant / "layers.py").unlink()
     (variant / "stray.py").write_text("")
     assert build.differences(repo) == [
         "missing: layers.py",
         "not produced by the build: stray.py",
-        f"differs: _{name}.py",
+        f"differs: {_source(repo, name).name}",
         "differs: metadata.json",  # the id follows the sources
     ]
 
@@ -120,29 +143,29 @@ def test_same_build_from_another_path(name, tmp_path):
     second = kernels.get_local_kernel(copy)
     assert second is not first and second.__name__ == first.__name__
     # Python caches modules by name, so the copy's implementation module is the first one's.
-    assert getattr(second, name) is getattr(first, name)
-    g, u = torch.randn(3, 40, device=DEVICE), torch.randn(3, 40, device=DEVICE)
-    reference = REPOS[name][0]
-    torch.testing.assert_close(getattr(second, name)(g, u).double(), reference(g.double(), u.double()),
-                               rtol=1e-5, atol=1e-5)
+    function, make_inputs, reference, _, _ = REPOS[name]
+    assert getattr(second, function) is getattr(first, function)
+    inputs = make_inputs()
+    torch.testing.assert_close(getattr(second, function)(*inputs).double(),
+                               reference(*(t.double() for t in inputs)), rtol=1e-5, atol=1e-5)
 
 
 @repos
 def test_two_versions_side_by_side(name, tmp_path):
     """Edited sources get another id, hence their own op namespace: loading them does not
     replace this build's ops (torch.library lets a later definition of a name win)."""
-    reference, line, count = REPOS[name]
+    function, make_inputs, reference, line, count = REPOS[name]
     current = kernels.get_local_kernel(KERNELS_LOCAL / name)
     repo = _copy_sources(name, tmp_path / name)
-    source = repo / "torch-ext" / name / f"_{name}.py"
+    source = _source(repo, name)
     text = source.read_text()
     assert text.count(line) == count
-    source.write_text(text.replace(line, line.replace("y = ", "y = 2.0 * ")))
+    source.write_text(text.replace(line, line.replace(" = ", " = 2.0 * ", 1)))
     build.build(repo, repo / "build" / "torch-universal")
     edited = kernels.get_local_kernel(repo)
     assert edited.__name__ != current.__name__
 
-    g, u = torch.randn(3, 40, device=DEVICE), torch.randn(3, 40, device=DEVICE)
-    expected = reference(g.double(), u.double())
-    torch.testing.assert_close(getattr(current, name)(g, u).double(), expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(getattr(edited, name)(g, u).double(), 2 * expected, rtol=1e-5, atol=1e-5)
+    inputs = make_inputs()
+    expected = reference(*(t.double() for t in inputs))
+    torch.testing.assert_close(getattr(current, function)(*inputs).double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(getattr(edited, function)(*inputs).double(), 2 * expected, rtol=1e-5, atol=1e-5)

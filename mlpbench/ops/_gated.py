@@ -103,10 +103,13 @@ def our_function(repo: str, name: str):
     return make
 
 
+DUAL_GEMM_REPO = "gated_dual_gemm"  # gate and up GEMMs in one kernel, act·mul in its epilogue
+
+
 def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, liger_act: str, **liger_options):
     """The variants every gated MLP has: eager, compiled, Liger's layer (`liger_module`.`liger_class`
     configured with hidden_act `liger_act`, the eager weights shared) and ours (the eager model
-    kernelized with layer `layer` of kernels_local/`repo`)."""
+    kernelized with layer `layer` of kernels_local/`repo`: cuBLAS GEMMs and our act·mul kernel)."""
     from ._kinds import compiled, eager, liger, ours
 
     return (
@@ -116,6 +119,16 @@ def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, lig
               hub_layer=(layer, liger_class), **liger_options),
         ours(our_layer(layer, repo), repo),
     )
+
+
+def dual_gemm(layer: str):
+    """The eager model kernelized with layer `layer` of kernels_local/gated_dual_gemm: gate, up and
+    act·mul in one kernel, then cuBLAS's down GEMM. Last in its op's variants (appended after the
+    others, so the ASV variant axis only grew)."""
+    from ._kinds import ours
+
+    return ours(our_layer(layer, DUAL_GEMM_REPO), DUAL_GEMM_REPO, name="dualgemm",
+                what="our Triton dual GEMM with the act·mul epilogue")
 
 
 def mlp_workload(case, device, make, layer_name: str, activation: str):

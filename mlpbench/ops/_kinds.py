@@ -84,10 +84,10 @@ def liger(make: Callable, what: str, module: str, *, hub_layer: tuple[str, str] 
                    skip_reason=skip_reason, preload=lambda: importlib.import_module(module))
 
 
-def ours(make: Callable, repo: str) -> Variant:
+def ours(make: Callable, repo: str, name: str = "ours", what: str = "our Triton kernel") -> Variant:
     """Our kernel from kernels_local/<repo>, loaded with `kernels`: `make(base, device)` gives the callable."""
     from .. import sources
 
-    return Variant("ours", "ours", lambda base, device, **_: (make(base, device), sources.local_kernel_source(repo)),
-                   origin=f"kernels_local/{repo} (our Triton kernel, loaded with `kernels`)", triton=True,
+    return Variant(name, "ours", lambda base, device, **_: (make(base, device), sources.local_kernel_source(repo)),
+                   origin=f"kernels_local/{repo} ({what}, loaded with `kernels`)", triton=True,
                    preload=lambda: sources.local_kernel(repo))

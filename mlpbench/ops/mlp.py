@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from . import HALF, Op, shape
-from ._gated import mlp_variants, mlp_workload
+from ._gated import dual_gemm, mlp_variants, mlp_workload
 from ._kinds import maxautotune
 
 LAYER = "GeGLUMLP"  # the layer name kernelize maps to our layer (kernels_local/gelu_mul/.../layers.py)
@@ -25,6 +25,7 @@ OP = Op(
         *mlp_variants(LAYER, KERNEL_REPO, "liger_kernel.transformers.geglu", "LigerGEGLUMLP", "gelu_pytorch_tanh"),
         # Its GEMM autotuning costs minutes per shape: the blog's shape and Llama-3-8B's, bf16.
         maxautotune(only_shapes=("t8192-d768-h3072", "t8192-d4096-h14336"), only_dtypes=("bf16",)),
+        dual_gemm(LAYER),
     ),
     shapes=(
         shape("quick", "the blog's MLP scaled down to CPU size (same 1:4 hidden ratio)", ("fp32", "bf16"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from . import HALF, Op, shape
-from ._gated import mlp_variants, mlp_workload
+from ._gated import dual_gemm, mlp_variants, mlp_workload
 from ._kinds import LIGER_SWIGLU_CPU_REASON
 
 LAYER = "SwiGLUMLP"  # the layer name kernelize maps to our layer (kernels_local/silu_mul/.../layers.py)
@@ -23,6 +23,7 @@ OP = Op(
     variants=(
         *mlp_variants(LAYER, KERNEL_REPO, "liger_kernel.transformers.swiglu", "LigerSwiGLUMLP", "silu",
                       cpu_reason=LIGER_SWIGLU_CPU_REASON),
+        dual_gemm(LAYER),
     ),
     shapes=(
         # fp32 only: each compiled case costs 10–40 s of CI on a CPU.

@@ -1,0 +1,29 @@
+"""Environment for the gated_dual_gemm tests; runs before any test module is imported.
+
+HF_HUB_OFFLINE is read when huggingface_hub is imported and TRITON_INTERPRET when the kernel module
+is loaded, so both are set before anything imports kernels or the kernel.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # loading a local kernel needs no network
+
+import torch  # noqa: E402  (does not import triton)
+
+if not torch.cuda.is_available():
+    # No GPU: the Triton kernel runs on CPU tensors through the interpreter.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def kernel():
+    """The repository's build/torch-universal, loaded as users load it."""
+    import kernels
+
+    return kernels.get_local_kernel(REPO)

@@ -1,0 +1,7 @@
+"""gated_dual_gemm: a gated MLP's gate and up projections in one Triton kernel with act(gate)·up in
+its epilogue (GeGLU and SwiGLU), for the `kernels` loader."""
+
+from . import layers
+from ._dual_gemm import ACTIVATIONS, CONFIGS, MIN_FUSED_TOKENS, fused_pays, gate_up_act_mul
+
+__all__ = ["gate_up_act_mul", "fused_pays", "layers", "ACTIVATIONS", "CONFIGS", "MIN_FUSED_TOKENS"]

@@ -1,0 +1,392 @@
+"""A gated MLP's gate and up projections in one Triton kernel, act(gate)·up in its epilogue.
+
+    h = act(x · Wgᵀ) · (x · Wuᵀ)       x: [M, K]    Wg, Wu: [N, K] (nn.Linear weights)    h: [M, N]
+    act = gelu_tanh (GeGLU) or silu (SwiGLU)
+
+Unfused, a GeGLU MLP writes gate and up ([M, N] each) to memory, reads them back for the
+elementwise step and writes h: at the blog's shape (M 8192, N 3072, bf16) 100 MB of traffic and a
+launch that a fused kernel does not have.  Here each output tile of BLOCK_M × BLOCK_N keeps two
+float32 accumulators, one for gate and one for up, fed from the same x tile at every K step
+(x is read once for both products); the epilogue applies act(gate)·up in float32 and writes only h,
+rounded once to the inputs' dtype.  The weights are used as nn.Linear holds them (no re-layout).
+
+Tiles are walked in grouped order (GROUP_M row tiles share each column tile's weights while they
+are in L2) by a persistent grid of one program per SM when `persistent`, one program per tile
+otherwise.  On Hopper, tiles arrive through the tensor memory accelerator (host-made tensor
+descriptors, out-of-bounds rows and columns read as zeros and never written); elsewhere, or when a
+stride or address is not 16-byte aligned, through masked pointer loads.
+
+act needs no libdevice, so the same kernel runs under Triton's CPU interpreter:
+    gelu_tanh(g) = g · sigmoid(2z),  z = √(2/π)·(g + 0.044715·g³)   (0.5·(1 + tanh z) = sigmoid 2z)
+    silu(g)      = g · sigmoid(g)
+
+float32 inputs are multiplied in IEEE float32 (no TF32), as PyTorch's matmul does by default.
+
+Backward (for training) recomputes gate and up with PyTorch's GEMMs and forms the gradients with
+PyTorch ops: correct, not fused.
+"""
+
+import contextlib
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+try:  # Triton decides at decoration time whether @triton.jit means "interpret".
+    from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
+except ImportError:  # pragma: no cover
+    _InterpretedFunction = ()
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - Triton before host-side descriptors
+    TensorDescriptor = None
+
+_SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+ACTIVATIONS = {"gelu_tanh": 0, "silu": 1}
+
+
+# --------------------------------------------------------------------------- #
+# Launch configuration: the one place to tune after an H200 sweep.
+# --------------------------------------------------------------------------- #
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent) per dtype class; persistent:
+# 0 one program per tile, 1 one per SM with the tile and K loops flattened, 2 one per SM, not flattened.
+# 16-bit: two 128 × 128 float32 accumulators are 128 registers per thread at 8 warps; three
+# stages of x (128 × 64) and both weight tiles (2 × 128 × 64) take 144 KiB of shared memory.
+# float32 halves BLOCK_K so the same stages fit.  Chosen by scripts/dual_gemm_sweep.py on an
+# H200 (kernels_local/gated_dual_gemm/README.md names the result file).
+CONFIGS = {
+    "16bit": (128, 128, 64, 8, 8, 3, True),
+    "fp32": (128, 128, 32, 8, 8, 3, True),
+}
+# Fewer tokens than this take the unfused path (two cuBLAS GEMMs, then act·mul): a fused tile of
+# BLOCK_M rows is mostly padding there and a GEMV-shaped problem is weight-bandwidth bound, where
+# cuBLAS's split-K kernels spread the weights over every SM (measured: README.md).
+MIN_FUSED_TOKENS = 64
+
+
+def _config_for(dtype: torch.dtype) -> tuple:
+    return CONFIGS["fp32" if dtype == torch.float32 else "16bit"]
+
+
+def _check_config(config) -> tuple:
+    if not isinstance(config, tuple) or len(config) != 7 or not all(isinstance(v, int) for v in config):
+        raise ValueError(
+            "_config must be 7 ints (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent), "
+            f"got {config!r}"
+        )
+    bm, bn, bk, group, warps, stages, _ = config
+    for name, v in (("BLOCK_M", bm), ("BLOCK_N", bn), ("BLOCK_K", bk)):
+        if v < 16 or v & (v - 1):
+            raise ValueError(f"_config {name}={v} must be a power of two, at least 16")
+    if group < 1 or warps not in (1, 2, 4, 8, 16) or stages < 1 or config[6] not in (0, 1, 2):
+        raise ValueError(f"_config GROUP_M={group}, num_warps={warps}, num_stages={stages}, "
+                         f"persistent={config[6]}: out of range")
+    return config
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+# --------------------------------------------------------------------------- #
+# Triton kernel
+# --------------------------------------------------------------------------- #
+@triton.jit
+def _act(g, ACT: tl.constexpr):
+    """act(g) in float32 (ACT 0: gelu_tanh, 1: silu), through sigmoid = 1 / (1 + exp(-y)).
+    y → -inf gives exp = inf and g·0 = -0: no inf/inf."""
+    if ACT == 0:
+        y = 1.5957691216057308 * (g + 0.044715 * g * g * g)  # 2z
+    else:
+        y = g
+    return g / (1.0 + tl.exp(-y))
+
+
+@triton.jit
+def _gate_up_kernel(
+    x, wg, wu, out,  # tensor descriptors (TMA) or pointers
+    M, N, K,
+    stride_xm, stride_wg, stride_wu, stride_om,  # row strides (pointer path); last dimensions are contiguous
+    ACT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PROGRAMS: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    TMA: tl.constexpr,
+    IEEE: tl.constexpr,  # float32 inputs: full-precision products, not TF32
+    UPCAST: tl.constexpr,  # the CPU interpreter's bfloat16 dot is wrong: float32 operands (the same products)
+):
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    k_steps = tl.cdiv(K, BLOCK_K)
+    # FLATTEN: the tile and K loops become one software-pipelined loop, so the next tile's first
+    # loads are in flight while this tile's epilogue runs.
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
+        # Grouped order: GROUP_M consecutive row tiles walk the column tiles together.
+        first_m = (tile // per_group) * GROUP_M
+        rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % per_group) % rows_in_group
+        pid_n = (tile % per_group) // rows_in_group
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        rm = (off_m + tl.arange(0, BLOCK_M)).to(tl.int64)
+        rn = (off_n + tl.arange(0, BLOCK_N)).to(tl.int64)
+        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for step in range(k_steps):
+            off_k = step * BLOCK_K
+            if TMA:
+                a = x.load([off_m, off_k])  # BLOCK_M × BLOCK_K of x, shared by both products
+                bg = wg.load([off_n, off_k])  # BLOCK_N × BLOCK_K of each weight
+                bu = wu.load([off_n, off_k])
+            else:
+                rk = off_k + tl.arange(0, BLOCK_K)
+                k_in = rk[None, :] < K
+                a = tl.load(x + rm[:, None] * stride_xm + rk[None, :], mask=(rm[:, None] < M) & k_in, other=0.0)
+                bg = tl.load(wg + rn[:, None] * stride_wg + rk[None, :], mask=(rn[:, None] < N) & k_in, other=0.0)
+                bu = tl.load(wu + rn[:, None] * stride_wu + rk[None, :], mask=(rn[:, None] < N) & k_in, other=0.0)
+            if UPCAST:
+                a, bg, bu = a.to(tl.float32), bg.to(tl.float32), bu.to(tl.float32)
+            if IEEE:
+                acc_g = tl.dot(a, bg.T, acc_g, input_precision="ieee")
+                acc_u = tl.dot(a, bu.T, acc_u, input_precision="ieee")
+            else:
+                acc_g = tl.dot(a, bg.T, acc_g)
+                acc_u = tl.dot(a, bu.T, acc_u)
+        h = _act(acc_g, ACT) * acc_u  # float32, rounded once on store: BLOCK_M × BLOCK_N of h written
+        if TMA:
+            out.store([off_m, off_n], h.to(out.dtype))
+        else:
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            tl.store(out + rm[:, None] * stride_om + rn[None, :], h.to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _act_mul_kernel(g, u, out, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    """out = act(g)·u over n contiguous elements: the unfused path's elementwise step, one kernel
+    (gate and up read once, out written once)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32)
+    uv = tl.load(u + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out + offs, (_act(gv, ACT) * uv).to(out.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------- #
+# Launch
+# --------------------------------------------------------------------------- #
+def _aligned(t: torch.Tensor) -> bool:
+    """What a tensor descriptor needs: 16-byte aligned base and row stride, contiguous last dimension."""
+    es = t.element_size()
+    return t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * es) % 16 == 0
+
+
+def _can_use_tma(tensors) -> bool:
+    t = tensors[0]
+    if TensorDescriptor is None or t.device.type != "cuda" or _INTERPRETED:
+        return False
+    return torch.cuda.get_device_capability(t.device)[0] >= 9 and all(_aligned(v) for v in tensors)
+
+
+def _launch(x2, wg, wu, out2, act: int, config, use_tma) -> None:
+    bm, bn, bk, group, warps, stages, persistent = config
+    m, k = x2.shape
+    n = wg.shape[0]
+    tensors = (x2, wg, wu, out2)
+    tma = _can_use_tma(tensors) if use_tma is None else use_tma
+    if tma and not all(_aligned(t) for t in tensors):
+        raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
+                         f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
+    if tma:
+        args = (
+            TensorDescriptor.from_tensor(x2, [bm, bk]),
+            TensorDescriptor.from_tensor(wg, [bn, bk]),
+            TensorDescriptor.from_tensor(wu, [bn, bk]),
+            TensorDescriptor.from_tensor(out2, [bm, bn]),
+        )
+    else:
+        args = tensors
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
+        if x2.device.type == "cuda" else 4
+    programs = min(tiles, sms) if persistent else tiles
+    with torch.cuda.device(x2.device) if x2.device.type == "cuda" else contextlib.nullcontext():
+        _gate_up_kernel[(programs,)](
+            *args, m, n, k, x2.stride(0), wg.stride(0), wu.stride(0), out2.stride(0),
+            ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
+            FLATTEN=persistent == 1, TMA=tma,
+            IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps, num_stages=stages,
+        )
+
+
+def _unfused(x2, wg, wu, act: int) -> torch.Tensor:
+    """The path where fusing does not pay: two cuBLAS GEMMs, then one act·mul kernel."""
+    g = torch.nn.functional.linear(x2, wg)
+    u = torch.nn.functional.linear(x2, wu)
+    out = torch.empty_like(g)
+    _check_runnable(g.device)
+    block = 2048 // g.element_size()  # 2 KiB per program and tensor: one 16-byte vector per thread at 4 warps
+    with torch.cuda.device(g.device) if g.device.type == "cuda" else contextlib.nullcontext():
+        _act_mul_kernel[(triton.cdiv(g.numel(), block),)](g, u, out, g.numel(), ACT=act, BLOCK=block, num_warps=4)
+    return out
+
+
+def fused_pays(tokens: int, dtype: torch.dtype) -> bool:
+    """Whether the fused kernel is used for `tokens` rows (see MIN_FUSED_TOKENS)."""
+    return tokens >= MIN_FUSED_TOKENS
+
+
+# --------------------------------------------------------------------------- #
+# Input checks
+# --------------------------------------------------------------------------- #
+def _check_inputs(x, w_gate, w_up, activation) -> None:
+    for name, t in (("x", x), ("w_gate", w_gate), ("w_up", w_up)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"gate_up_act_mul: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"gate_up_act_mul: activation={activation!r}; valid: {', '.join(map(repr, ACTIVATIONS))}")
+    if x.dtype not in _SUPPORTED_DTYPES:
+        raise TypeError(f"gate_up_act_mul: unsupported dtype {x.dtype}; supported: torch.float32, torch.bfloat16, "
+                        "torch.float16")
+    for name, w in (("w_gate", w_gate), ("w_up", w_up)):
+        if w.dtype != x.dtype:
+            raise TypeError(f"gate_up_act_mul: {name}.dtype={w.dtype} must match x.dtype={x.dtype}")
+        if w.device != x.device:
+            raise ValueError(f"gate_up_act_mul: {name}.device={w.device} must match x.device={x.device}")
+        if w.dim() != 2:
+            raise ValueError(f"gate_up_act_mul: {name} must be 2-D [hidden, dim], got shape {tuple(w.shape)}")
+    if x.dim() < 1 or x.shape[-1] != w_gate.shape[1]:
+        raise ValueError(f"gate_up_act_mul: x.shape={tuple(x.shape)}: its last dimension must be w_gate.shape[1]="
+                         f"{w_gate.shape[1]}")
+    if w_up.shape != w_gate.shape:
+        raise ValueError(f"gate_up_act_mul: w_up.shape={tuple(w_up.shape)} must match w_gate.shape="
+                         f"{tuple(w_gate.shape)}")
+
+
+def _check_runnable(device: torch.device) -> None:
+    if device.type == "cpu":
+        if not _INTERPRETED:
+            raise RuntimeError(
+                "gate_up_act_mul: CPU tensors need the Triton interpreter; set TRITON_INTERPRET=1 in the "
+                "environment before the kernel is loaded (or pass CUDA tensors)"
+            )
+    elif device.type != "cuda":
+        raise ValueError(f"gate_up_act_mul: unsupported device {device}; use a CUDA tensor (or CPU with "
+                         "TRITON_INTERPRET=1)")
+
+
+_INTERPRETED = isinstance(_gate_up_kernel, _InterpretedFunction) if _InterpretedFunction else False
+
+
+# --------------------------------------------------------------------------- #
+# torch.library op
+# --------------------------------------------------------------------------- #
+# The namespace is the package's import name: loaded through `kernels`, metadata.json's id, which
+# carries a digest of the sources, so two versions of this kernel in one process get separate ops.
+_NAMESPACE = __name__.partition(".")[0]
+_ops = getattr(torch.ops, _NAMESPACE)
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x as [rows, K] with a contiguous last dimension (a view when one exists)."""
+    k = x.shape[-1]
+    if x.stride(-1) == 1 or k == 1:
+        try:
+            return x.view(-1, k)
+        except RuntimeError:
+            pass
+    return x.contiguous().view(-1, k)
+
+
+def _forward(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str, fused: int,
+             config: list[int]) -> torch.Tensor:
+    """fused: -1 by policy (fused_pays), 0 unfused, 1 fused; config: [] for the table's, else 7 ints
+    (the last, tma: -1 automatic, 0 pointers, 1 descriptors, follows the 7)."""
+    _check_inputs(x, w_gate, w_up, activation)
+    n = w_gate.shape[0]
+    x2 = _rows(x)
+    act = ACTIVATIONS[activation]
+    out_shape = (*x.shape[:-1], n)
+    if x2.shape[0] == 0 or n == 0:
+        return torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    use_fused = fused_pays(x2.shape[0], x.dtype) if fused < 0 else bool(fused)
+    _check_runnable(x.device)
+    if not use_fused:
+        return _unfused(x2, w_gate, w_up, act).view(out_shape)
+    cfg = tuple(config[:7]) if config else _config_for(x.dtype)
+    tma = None if len(config) < 8 or config[7] < 0 else bool(config[7])
+    out2 = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
+    _launch(x2, w_gate.contiguous(), w_up.contiguous(), out2, act, cfg, tma)
+    return out2.view(out_shape)
+
+
+def _fake_forward(x, w_gate, w_up, activation, fused, config):
+    _check_inputs(x, w_gate, w_up, activation)
+    return torch.empty((*x.shape[:-1], w_gate.shape[0]), dtype=x.dtype, device=x.device)
+
+
+def _act_and_slope(g: torch.Tensor, act: int):
+    """act(g) and act'(g), float32."""
+    if act == 0:
+        c = math.sqrt(2.0 / math.pi)
+        s = torch.sigmoid(2.0 * c * (g + 0.044715 * g * g * g))  # gelu_tanh(g) = g·s
+        dz = 2.0 * c * (1.0 + 3.0 * 0.044715 * g * g)
+        return g * s, s + g * s * (1.0 - s) * dz
+    s = torch.sigmoid(g)
+    return g * s, s + g * s * (1.0 - s)
+
+
+def _setup_context(ctx, inputs, output):
+    x, w_gate, w_up, activation, _, _ = inputs
+    ctx.save_for_backward(x, w_gate, w_up)
+    ctx.act = ACTIVATIONS[activation]
+
+
+def _autograd_backward(ctx, grad_h):
+    """Recompute gate and up (two GEMMs), then dgate = dh·up·act'(gate), dup = dh·act(gate) and the
+    GEMMs of x's and the weights' gradients."""
+    x, w_gate, w_up = ctx.saved_tensors
+    k = x.shape[-1]
+    x2 = x.reshape(-1, k)
+    dh = grad_h.reshape(x2.shape[0], -1).float()
+    g = torch.nn.functional.linear(x2, w_gate).float()
+    u = torch.nn.functional.linear(x2, w_up).float()
+    a, slope = _act_and_slope(g, ctx.act)
+    d_gate = (dh * u * slope).to(x.dtype)
+    d_up = (dh * a).to(x.dtype)
+    dx = (d_gate @ w_gate + d_up @ w_up).view(x.shape) if ctx.needs_input_grad[0] else None
+    dwg = d_gate.t() @ x2 if ctx.needs_input_grad[1] else None
+    dwu = d_up.t() @ x2 if ctx.needs_input_grad[2] else None
+    return dx, dwg, dwu, None, None, None
+
+
+_forward_op = torch.library.custom_op(f"{_NAMESPACE}::gate_up_act_mul", _forward, mutates_args=())
+_forward_op.register_fake(_fake_forward)
+_forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------- #
+# Public entry point
+# --------------------------------------------------------------------------- #
+def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str = "gelu_tanh", *,
+                    fused: bool | None = None, _config=None, _tma: bool | None = None) -> torch.Tensor:
+    """act(x · w_gateᵀ) · (x · w_upᵀ): a gated MLP's gate and up projections and its elementwise
+    step, in one Triton kernel; differentiable; traceable by torch.compile.
+
+    x: [..., dim]; w_gate, w_up: [hidden, dim] (nn.Linear weights), same dtype (float32, bfloat16
+    or float16) and device.  Returns [..., hidden] in x's dtype, accumulated in float32.
+    activation: "gelu_tanh" (GeGLU) or "silu" (SwiGLU).  fused: None decides by the number of
+    rows (fused_pays); False takes the unfused path (two GEMMs, then act·mul), True the kernel.
+
+    `_config` (7 ints: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent 0/1/2) and
+    `_tma` (None automatic, False pointer loads, True tensor descriptors) are for tuning sweeps and tests.
+    """
+    _check_inputs(x, w_gate, w_up, activation)
+    cfg = list(_check_config(_config)) if _config is not None else []
+    if _tma is not None:
+        cfg = (cfg or list(_config_for(x.dtype))) + [int(_tma)]
+    return _ops.gate_up_act_mul(x, w_gate, w_up, activation, -1 if fused is None else int(fused), cfg)

@@ -1,0 +1,139 @@
+"""Tile sweep for kernels_local/gated_dual_gemm on a GPU: which launch configuration to put in its
+CONFIGS table, and from how many tokens the fused kernel pays (MIN_FUSED_TOKENS).
+
+    python3 scripts/dual_gemm_sweep.py --output results/logs/<dir>/dual-gemm-sweep.json
+
+Every candidate is first checked against float64 (as the suite checks every case), then timed by
+CUDA-graph replay with the suite's own timer (mlpbench.timing.device_time), beside the unfused
+path it replaces: two cuBLAS GEMMs, and the same two GEMMs followed by PyTorch's act·mul.
+Candidates that fail to compile (too much shared memory, say) are listed with their error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from mlpbench import sources, timing
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent), tried in this order
+# (persistent: 0 a program per tile, 1 one per SM with flattened loops, 2 one per SM, not flattened).
+CANDIDATES = (
+    (128, 128, 64, 8, 8, 3, 1),
+    (128, 128, 64, 8, 8, 4, 1),
+    (128, 128, 64, 8, 8, 3, 0),
+    (128, 128, 64, 8, 8, 3, 2),
+    (128, 128, 64, 16, 8, 3, 1),
+    (128, 64, 64, 8, 4, 4, 1),
+    (128, 64, 64, 8, 8, 4, 1),
+    (64, 128, 64, 8, 4, 4, 1),
+    (128, 128, 32, 8, 8, 5, 1),
+    (128, 128, 128, 8, 8, 2, 1),
+    (256, 64, 64, 8, 8, 3, 1),
+)
+FP32_CANDIDATES = ((128, 128, 32, 8, 8, 3, 1), (128, 64, 32, 8, 4, 3, 1), (64, 64, 32, 8, 4, 3, 1))
+# (tokens, dim, hidden): the standard tier's MLP shapes that decide the targets (fp32: the two it has).
+SHAPES = ((8192, 768, 3072), (8192, 4096, 14336), (4096, 2048, 16384), (333, 768, 3000))
+FP32_SHAPES = ((8192, 768, 3072), (333, 768, 3000))
+SWEEP_TOKENS = (1, 16, 64, 256, 1024)  # at the blog's dims: where fusing starts to pay
+TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}  # relative to max |h|
+
+
+def _check(fn, x, wg, wu, dtype) -> float:
+    h = fn().double()
+    g, u = x.double() @ wg.double().T, x.double() @ wu.double().T
+    ref = F.gelu(g, approximate="tanh") * u
+    err = ((h - ref).abs().max() / ref.abs().max()).item()
+    if not err <= TOLERANCE[dtype]:
+        raise AssertionError(f"max error {err:.2e} of max |h| exceeds {TOLERANCE[dtype]:.0e}")
+    return err
+
+
+def _time(fn) -> dict:
+    t = timing.device_time(fn, [()])
+    return {"median_us": t.median_s * 1e6, "samples_us": [s * 1e6 for s in t.samples_s]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--output", type=Path, required=True)
+    ap.add_argument("--dtypes", nargs="+", default=["bf16", "fp16", "fp32"])
+    a = ap.parse_args(argv)
+    dg = sources.local_kernel("gated_dual_gemm")
+    ours = sources.local_kernel("gelu_mul")
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+
+    def record(**row):
+        rows.append(row)
+        print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()
+                          if k != "samples_us"}), flush=True)
+
+    for name in a.dtypes:
+        dtype = dtypes[name]
+        shapes = ([(s, "target") for s in FP32_SHAPES] if name == "fp32" else
+                  [(s, "target") for s in SHAPES] + [((t, 768, 3072), "tokens") for t in SWEEP_TOKENS])
+        for (m, k, n), why in shapes:
+            x = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen)
+            wg = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k**0.5
+            wu = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k**0.5
+            flops = 2 * 2 * m * k * n
+            base = dict(dtype=name, tokens=m, dim=k, hidden=n, why=why)
+            record(**base, impl="cublas_two_gemms", **_time(lambda: (F.linear(x, wg), F.linear(x, wu))))
+            # the kernel's own fallback: the two cuBLAS GEMMs and its act·mul kernel
+            record(**base, impl="unfused", **_time(lambda: dg.gate_up_act_mul(x, wg, wu, fused=False)))
+            record(**base, impl="cublas_two_gemms+ours_gelu_mul",
+                   **_time(lambda: ours.gelu_mul(F.linear(x, wg), F.linear(x, wu))))
+            # Every candidate with descriptors at the target shapes (bf16; the first three for fp16, the
+            # fp32 ones for fp32), and the first with pointer loads too; one at the token sweep's shapes.
+            first = FP32_CANDIDATES[0] if name == "fp32" else CANDIDATES[0]
+            if name == "fp32":
+                tried = [(c, True) for c in FP32_CANDIDATES]
+            elif why == "target":
+                tried = [(c, True) for c in (CANDIDATES if name == "bf16" else CANDIDATES[:3])]
+            else:
+                tried = [(first, True)]
+            tried.append((first, False))
+            for cfg, tma in tried:
+                fn = lambda cfg=cfg, tma=tma: dg.gate_up_act_mul(x, wg, wu, fused=True, _config=cfg, _tma=tma)
+                started = time.perf_counter()
+                try:
+                    err = _check(fn, x, wg, wu, dtype)
+                    t = _time(fn)
+                except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a finding
+                    record(**base, impl="fused", config=list(cfg), tma=tma,
+                           error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                    continue
+                record(**base, impl="fused", config=list(cfg), tma=tma, max_rel_err=err,
+                       tflops=flops / (t["median_us"] * 1e-6) / 1e12,
+                       first_call_s=time.perf_counter() - started, **t)
+            del x, wg, wu
+            torch.cuda.empty_cache()
+    a.output.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "triton": __import__("triton").__version__, "method": "mlpbench.timing.device_time (CUDA-graph replay)",
+           "rows": rows}
+    a.output.write_text(json.dumps(doc, indent=1))
+    best = {}
+    for r in rows:
+        if r.get("impl") == "fused" and "median_us" in r:
+            key = (r["dtype"], r["tokens"], r["dim"], r["hidden"])
+            if key not in best or r["median_us"] < best[key]["median_us"]:
+                best[key] = r
+    for key, r in best.items():
+        cublas = next(x for x in rows if (x["dtype"], x["tokens"], x["dim"], x["hidden"]) == key
+                      and x["impl"] == "cublas_two_gemms")
+        print(f"best {key}: {r['config']} tma={r['tma']} {r['median_us']:.1f} us ({r['tflops']:.0f} TFLOP/s), "
+              f"cuBLAS two GEMMs {cublas['median_us']:.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
