@@ -203,11 +203,11 @@ for step in $steps; do
         echo "select rc=$?"; grep -E "passed|failed" "$out/select.log" | tail -3
         new_pytest_results ;;
     dualtests)
-        python3 -m pytest kernels_local/gated_dual_gemm kernels_local/tests -q -p no:cacheprovider \
+        timeout "${DUALTESTS_TIMEOUT:-150}" python3 -m pytest kernels_local/gated_dual_gemm kernels_local/tests -q -p no:cacheprovider \
             > "$out/dual-tests.log" 2>&1
         echo "dualtests rc=$?"; tail -2 "$out/dual-tests.log" ;;
     sweep)
-        python3 scripts/dual_gemm_sweep.py --output "$out/dual-gemm-sweep.json" > "$out/sweep.log" 2>&1
+        timeout "${SWEEP_TIMEOUT:-240}" python3 scripts/dual_gemm_sweep.py --output "$out/dual-gemm-sweep.json" > "$out/sweep.log" 2>&1
         echo "sweep rc=$?"; grep "^best" "$out/sweep.log" ;;
     *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned select dualtests sweep)"; exit 2 ;;
     esac
