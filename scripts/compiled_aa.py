@@ -70,10 +70,32 @@ def table(paths: list[Path]) -> tuple[str, dict]:
     return "\n".join(md), counts
 
 
+def alone_table(alone: list[Path], runs: list[Path]) -> str:
+    """The hermetic check: each case measured in a process of its own (`alone`) against the same case
+    measured after every other compiled case in one process (the A/A `runs`, the MLP's cases first)."""
+    after = [_records(p) for p in runs]
+    head = ["case", "alone µs", "after the others µs per run", "alone / median after", "same picks"]
+    md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    for path in alone:
+        for case, info in _records(path).items():
+            others = [r[case] for r in after if case in r]
+            if not others:
+                continue
+            times = sorted(o["device_time_s"] for o in others)
+            median = times[len(times) // 2]
+            same = all(_picks(o) == _picks(info) for o in others)
+            per_run = " / ".join(f"{o['device_time_s'] * 1e6:,.2f}" for o in others)
+            md.append(f"| {case} | {info['device_time_s'] * 1e6:,.2f} | {per_run} | "
+                      f"{info['device_time_s'] / median:.3f} | {'yes' if same else 'no: ' + _picks(info)} |")
+    return "\n".join(md)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--output", type=Path)
+    ap.add_argument("--alone", nargs="*", type=Path, default=[],
+                    help="result files of cases each measured in a process of its own (gpu_run.sh alone)")
     a = ap.parse_args(argv)
     if len(a.files) < 2:
         print("compiled_aa: need at least two result files", file=sys.stderr)
@@ -83,6 +105,10 @@ def main(argv=None) -> int:
             f"the autotuner's picks differed between runs for {counts['picks differ']}; the gate flagged "
             f"{counts['flagged']} run pairs against run 1, {counts['explained']} of them with a change in the "
             f"generated code.\n\n{md}\n")
+    if a.alone:
+        text += ("\n## Alone against after the others\n\nEach case below in a fresh process of its own, against "
+                 "the same case in the runs above (one process for every compiled case, the MLP's first).\n\n"
+                 f"{alone_table(a.alone, a.files)}\n")
     if a.output:
         a.output.write_text(text)
     print(text)
