@@ -150,7 +150,7 @@ def structure_table(wide: pd.DataFrame) -> tables.Table:
             for r in g.itertuples():
                 found = registry.shape_of(op, r.shape_id)
                 unmet += bool(profiling.check(op, variant, r.shape, list(r.kernel_names), r.kernels_per_call,
-                                              layout=found.layout if found else None))
+                                              layout=found.layout if found else None, dtype=r.dtype))
             memsets = sorted({f"{m:g}" for m in g["memsets_per_call"].dropna()})
             rows.append([op, variant, "–".join(map(str, (main[0], main[-1]))) if len(main) > 1 else str(main[0]),
                          f"{len(split_at)} of {len(g)}" + (f": {', '.join(split_at)}" if split_at else ""),

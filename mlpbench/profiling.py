@@ -96,10 +96,12 @@ def load_expectations(path: Path = EXPECTATIONS) -> list[dict]:
     return out
 
 
-def applies(expectation: dict, op: str, variant: str, shape: dict, layout: str | None = None) -> bool:
+def applies(expectation: dict, op: str, variant: str, shape: dict, layout: str | None = None,
+            dtype: str | None = None) -> bool:
     return (
         expectation["op"] == op
         and expectation["variant"] == variant
+        and ("dtypes" not in expectation or dtype in expectation["dtypes"])
         and shape.get("t", 0) >= expectation.get("min_tokens", 0)
         and shape.get("t", 0) < expectation.get("max_tokens", float("inf"))
         and expectation.get("layout") == layout
@@ -107,12 +109,12 @@ def applies(expectation: dict, op: str, variant: str, shape: dict, layout: str |
 
 
 def check(op: str, variant: str, shape: dict, kernel_names: list[str], kernels_per_call: float,
-          expectations: list[dict] | None = None, layout: str | None = None) -> list[str]:
+          expectations: list[dict] | None = None, layout: str | None = None, dtype: str | None = None) -> list[str]:
     """Mismatches between what a call launched and what `expectations.toml` says it should, for
-    inputs of `layout` (Shape.layout; None: contiguous)."""
+    inputs of `layout` (Shape.layout; None: contiguous) and `dtype` (for expectations that name dtypes)."""
     problems = []
     for e in expectations if expectations is not None else load_expectations():
-        if not applies(e, op, variant, shape, layout):
+        if not applies(e, op, variant, shape, layout, dtype):
             continue
         # A GEMM that cuBLAS split along K brings a kernel of its own: counted apart (see the file).
         split = [k for k in kernel_names if e.get("split_k") and re.search(e["split_k"], k)]

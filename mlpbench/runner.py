@@ -164,5 +164,5 @@ def structure(p: Prepared, trace_dir=None) -> dict:
     c = p.case
     return prof.as_extra() | {
         "structure_problems": profiling.check(c.op, c.variant, c.shape.as_dict(), prof.kernel_names,
-                                              prof.kernels_per_call, layout=c.shape.layout),
+                                              prof.kernels_per_call, layout=c.shape.layout, dtype=c.dtype),
     }

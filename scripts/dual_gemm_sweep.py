@@ -42,6 +42,7 @@ FP32_CANDIDATES = ((128, 128, 32, 8, 8, 3, 1), (128, 64, 32, 8, 4, 3, 1), (64, 6
 SHAPES = ((8192, 768, 3072), (8192, 4096, 14336), (4096, 2048, 16384), (333, 768, 3000))
 FP32_SHAPES = ((8192, 768, 3072), (333, 768, 3000))
 SWEEP_TOKENS = (1, 16, 64, 256, 1024)  # at the blog's dims: where fusing starts to pay
+CROSSOVER_TOKENS = (128, 256, 512, 1024, 2048, 4096)  # --crossover: the same with the kernel's CONFIGS
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}  # relative to max |h|
 
 
@@ -64,6 +65,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, required=True)
     ap.add_argument("--dtypes", nargs="+", default=["bf16", "fp16", "fp32"])
+    ap.add_argument("--crossover", action="store_true",
+                    help="only the token sweep, with the kernel's own CONFIGS: where fusing starts to pay")
     a = ap.parse_args(argv)
     dg = sources.local_kernel("gated_dual_gemm")
     ours = sources.local_kernel("gelu_mul")
@@ -78,8 +81,11 @@ def main(argv=None) -> int:
 
     for name in a.dtypes:
         dtype = dtypes[name]
-        shapes = ([(s, "target") for s in FP32_SHAPES] if name == "fp32" else
-                  [(s, "target") for s in SHAPES] + [((t, 768, 3072), "tokens") for t in SWEEP_TOKENS])
+        if a.crossover:
+            shapes = [((t, 768, 3072), "crossover") for t in CROSSOVER_TOKENS]
+        else:
+            shapes = ([(s, "target") for s in FP32_SHAPES] if name == "fp32" else
+                      [(s, "target") for s in SHAPES] + [((t, 768, 3072), "tokens") for t in SWEEP_TOKENS])
         for (m, k, n), why in shapes:
             x = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen)
             wg = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k**0.5
@@ -94,13 +100,16 @@ def main(argv=None) -> int:
             # Every candidate with descriptors at the target shapes (bf16; the first three for fp16, the
             # fp32 ones for fp32), and the first with pointer loads too; one at the token sweep's shapes.
             first = FP32_CANDIDATES[0] if name == "fp32" else CANDIDATES[0]
-            if name == "fp32":
+            if a.crossover:
+                tried = [(None, None)]  # the kernel's CONFIGS for this dtype, descriptors when aligned
+            elif name == "fp32":
                 tried = [(c, True) for c in FP32_CANDIDATES]
             elif why == "target":
                 tried = [(c, True) for c in (CANDIDATES if name == "bf16" else CANDIDATES[:3])]
             else:
                 tried = [(first, True)]
-            tried.append((first, False))
+            if not a.crossover:
+                tried.append((first, False))
             for cfg, tma in tried:
                 fn = lambda cfg=cfg, tma=tma: dg.gate_up_act_mul(x, wg, wu, fused=True, _config=cfg, _tma=tma)
                 started = time.perf_counter()
@@ -108,10 +117,10 @@ def main(argv=None) -> int:
                     err = _check(fn, x, wg, wu, dtype)
                     t = _time(fn)
                 except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a finding
-                    record(**base, impl="fused", config=list(cfg), tma=tma,
+                    record(**base, impl="fused", config=list(cfg or ()), tma=tma,
                            error=f"{type(exc).__name__}: {str(exc)[:200]}")
                     continue
-                record(**base, impl="fused", config=list(cfg), tma=tma, max_rel_err=err,
+                record(**base, impl="fused", config=list(cfg) if cfg else list(dg.CONFIGS[dtype]), tma=tma, max_rel_err=err,
                        tflops=flops / (t["median_us"] * 1e-6) / 1e12,
                        first_call_s=time.perf_counter() - started, **t)
             del x, wg, wu

@@ -11,7 +11,8 @@
 #   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
 #          gated against the checked-out commit (run `nightly` or `aa` before it)
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
-#   compiled  A/A of the compiled cases: the standard tier's AA_VARIANTS (default: compiled) in AA_RUNS
+#   compiled  A/A of the compiled cases: the standard tier's AA_VARIANTS (default: compiled; or the cases
+#          of the pytest -k expression AA_K, e.g. the compiled ones and others to measure beside them) in AA_RUNS
 #          (default 2) fresh pytest processes numbered from AA_FROM (default 1), every op in one process (so each case also runs after
 #          all the others, the MLP's first), each process its own results file
 #   after  the compiled MLP and GeLU·mul cases in one pytest process, the MLP's first
@@ -23,7 +24,7 @@
 #          the autotuner's picks recorded in PIN_FROM (a results file): MLPBENCH_PIN_AUTOTUNE
 #   select `mlpbench run --tier standard $RUN_ARGS` (e.g. RUN_ARGS="--op mlp --variant dualgemm")
 #   dualtests  kernels_local/gated_dual_gemm's tests and the kernel repositories' build tests
-#   sweep  scripts/dual_gemm_sweep.py: the dual GEMM's tile sweep and fused-from-tokens threshold
+#   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover)
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
 # Logs and result files are copied to OUTDIR. Expects a Python with CUDA torch and mlpbench's
@@ -156,8 +157,10 @@ for step in $steps; do
         # Each run's file is copied as soon as it ends, so a call cut short keeps the runs it finished.
         for k in $(seq "${AA_FROM:-1}" "$((${AA_FROM:-1} + ${AA_RUNS:-2} - 1))"); do
             caches "compiled-$k"
+            if [ -n "${AA_K:-}" ]; then select=(-k "$AA_K"); else
+                read -r -a select <<< "$(printf -- '--variant %s ' ${AA_VARIANTS:-compiled})"; fi
             /usr/bin/time -f "compiled run $k wall %e s" python3 -m pytest benchmarks --tier standard \
-                $(printf -- '--variant %s ' ${AA_VARIANTS:-compiled}) -q -p no:cacheprovider \
+                "${select[@]}" -q -p no:cacheprovider \
                 --benchmark-json "$out/compiled-aa-$k.json" > "$out/compiled-$k.log" 2>&1
             echo "compiled run $k rc=$?"; grep -E "wall|passed|failed" "$out/compiled-$k.log" | tail -2
         done ;;
@@ -207,8 +210,9 @@ for step in $steps; do
             > "$out/dual-tests.log" 2>&1
         echo "dualtests rc=$?"; tail -2 "$out/dual-tests.log" ;;
     sweep)
-        timeout "${SWEEP_TIMEOUT:-240}" python3 scripts/dual_gemm_sweep.py --output "$out/dual-gemm-sweep.json" > "$out/sweep.log" 2>&1
-        echo "sweep rc=$?"; grep "^best" "$out/sweep.log" ;;
+        timeout "${SWEEP_TIMEOUT:-240}" python3 scripts/dual_gemm_sweep.py ${SWEEP_ARGS:-} \
+            --output "$out/dual-gemm-${SWEEP_NAME:-sweep}.json" > "$out/${SWEEP_NAME:-sweep}.log" 2>&1
+        echo "sweep rc=$?"; grep "^best" "$out/${SWEEP_NAME:-sweep}.log" ;;
     *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned select dualtests sweep)"; exit 2 ;;
     esac
 done

@@ -52,7 +52,8 @@ def test_the_committed_h200_standard_tier_meets_the_expectations(committed_resul
         return found.layout if found else None
 
     problems = [p for r in records for p in profiling.check(r["op"], r["variant"], r["shape"], r["kernel_names"],
-                                                            r["kernels_per_call"], layout=layout(r))]
+                                                            r["kernels_per_call"], layout=layout(r),
+                                                            dtype=r["dtype"])]
     assert problems == []
 
 
@@ -72,8 +73,27 @@ def test_the_blogs_expectations_hold_here(case_id):
     case = registry.case_by_id(case_id)
     p = runner.prepare(case, "cuda")
     prof = profiling.profile_call(p.workload.fn, p.input_sets[0])
-    problems = profiling.check(case.op, case.variant, case.shape.as_dict(), prof.kernel_names, prof.kernels_per_call)
+    problems = profiling.check(case.op, case.variant, case.shape.as_dict(), prof.kernel_names, prof.kernels_per_call,
+                               layout=case.shape.layout, dtype=case.dtype)
     assert not problems, "\n".join(problems)
     # one device time per launch, in order, adding up to the by-name figures
     assert len(prof.kernel_times_in_order_s) == len(prof.kernel_names) == prof.kernels_per_call
     assert abs(sum(prof.kernel_times_in_order_s) - sum(prof.kernel_times_s.values())) < 1e-9
+
+
+def test_dualgemm_expectations_split_where_the_kernel_decides_to_fuse():
+    """The expectations' token and dtype split is the kernel's own policy (fused_pays), so a change
+    of MIN_FUSED_TOKENS cannot leave them behind."""
+    from mlpbench import sources
+
+    kernel = sources.local_kernel("gated_dual_gemm")
+    fused = ["void at::native::_gate_up_kernel", "nvjet_sm90_tst_256x128"]
+    unfused = ["nvjet_a", "nvjet_b", "_act_mul_kernel", "nvjet_c"]
+    n = kernel.MIN_FUSED_TOKENS
+    for t, dtype in ((n, "bf16"), (8192, "fp16"), (n - 1, "bf16"), (8192, "fp32"), (1, "fp32")):
+        torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+        names = fused if kernel.fused_pays(t, torch_dtype) else unfused
+        for op in ("mlp", "swiglu_mlp"):
+            assert profiling.check(op, "dualgemm", {"t": t}, names, len(names), dtype=dtype) == [], (t, dtype)
+            other = unfused if names is fused else fused
+            assert profiling.check(op, "dualgemm", {"t": t}, other, len(other), dtype=dtype) != [], (t, dtype)

@@ -141,7 +141,9 @@ def test_few_tokens_take_the_unfused_path(kernel, launches, dtype, act):
     """Below MIN_FUSED_TOKENS rows: two GEMMs and one act·mul kernel; both paths agree with float64
     at one token and at an odd element count."""
     assert not kernel.fused_pays(kernel.MIN_FUSED_TOKENS - 1, dtype)
-    assert kernel.fused_pays(kernel.MIN_FUSED_TOKENS, dtype)
+    # float32 is never fused by default: Triton's IEEE float32 dot lost to cuBLAS
+    assert kernel.fused_pays(kernel.MIN_FUSED_TOKENS, dtype) is (dtype != torch.float32)
+    assert not kernel.fused_pays(8192, torch.float32)
     for m, k, n in ((1, 64, 96), (7, 32, 333)):
         x, wg, wu = inputs(m, k, n, dtype)
         ref = reference(x, wg, wu, act)
@@ -151,7 +153,7 @@ def test_few_tokens_take_the_unfused_path(kernel, launches, dtype, act):
     assert [c.name for c in launches] == ["_act_mul_kernel", "_act_mul_kernel", "_gate_up_kernel"] * 2
     x, wg, wu = inputs(kernel.MIN_FUSED_TOKENS, 32, 48, dtype)
     kernel.gate_up_act_mul(x, wg, wu)
-    assert launches[-1].name == "_gate_up_kernel"
+    assert launches[-1].name == ("_act_mul_kernel" if dtype == torch.float32 else "_gate_up_kernel")
 
 
 def test_leading_dimensions_and_strided_rows(kernel, launches):
@@ -180,7 +182,7 @@ def test_empty(kernel, launches, shape):
 
 @pytest.mark.parametrize("act", sorted(ACTS))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("m", [1, 70])
+@pytest.mark.parametrize("m", [1, 300])
 def test_backward(kernel, dtype, act, m):
     x, wg, wu = inputs(m, 32, 48, dtype, requires_grad=True)
     dy = inputs(m, 48, 1, dtype, seed=3)[0]
@@ -195,7 +197,7 @@ def test_backward(kernel, dtype, act, m):
 
 
 def test_backward_only_x_requires_grad(kernel):
-    x, wg, wu = inputs(70, 32, 48, torch.float32)
+    x, wg, wu = inputs(300, 32, 48, torch.bfloat16)
     x.requires_grad_()
     kernel.gate_up_act_mul(x, wg, wu).sum().backward()
     assert x.grad is not None and wg.grad is None
@@ -262,7 +264,7 @@ LAYERS = {"GeGLUMLP": "gelu_tanh", "SwiGLUMLP": "silu"}
 def _kernelized(layer, mode):
     torch.manual_seed(0)
     cls = kernels.use_kernel_forward_from_hub(layer)(type(layer, (GatedMLPRef,), {}))
-    model = cls(32, 96, LAYERS[layer]).to(DEVICE)
+    model = cls(32, 96, LAYERS[layer]).to(DEVICE, torch.bfloat16)  # 16-bit: the fused path
     mapping = {layer: {DEVICE: kernels.LocalLayerRepository(repo_path=REPO, layer_name=layer)}}
     with kernels.use_kernel_mapping(mapping, inherit_mapping=False):
         kernels.kernelize(model, mode=mode, device=DEVICE)
@@ -281,7 +283,7 @@ def test_kernelize_layer(kernel, launches, layer, training, compiled):
         mode |= kernels.Mode.TORCH_COMPILE
     model = _kernelized(layer, mode)
     assert model.forward.__func__ is getattr(kernel.layers, layer).forward
-    x = torch.randn(2, 40, 32, device=DEVICE, requires_grad=training)  # 80 rows: the fused path
+    x = torch.randn(2, 130, 32, device=DEVICE, dtype=torch.bfloat16, requires_grad=training)  # 260 rows: fused
     x64 = x.detach().double().requires_grad_()
     w64 = {n: getattr(model, n).weight.detach().double().requires_grad_() for n in ("gate_proj", "up_proj", "down_proj")}
     y64 = F.linear(ACTS[LAYERS[layer]](F.linear(x64, w64["gate_proj"])) * F.linear(x64, w64["up_proj"]),
@@ -289,12 +291,12 @@ def test_kernelize_layer(kernel, launches, layer, training, compiled):
     run = torch.compile(model, fullgraph=True) if compiled else model
     with torch.set_grad_enabled(training):
         out = run(x)
-    assert len(launches) == 1
-    assert rel_err(out, y64) <= 1e-4
+    assert [c.name for c in launches] == ["_gate_up_kernel"]
+    assert rel_err(out, y64) <= TOL[torch.bfloat16]
     if training:
         dy = torch.randn_like(out)
         out.backward(dy)
         y64.backward(dy.double())
-        assert rel_err(x.grad, x64.grad) <= 1e-4
+        assert rel_err(x.grad, x64.grad) <= 2 * TOL[torch.bfloat16]
         for n in ("gate_proj", "up_proj", "down_proj"):
-            assert rel_err(getattr(model, n).weight.grad, w64[n].grad) <= 1e-4, n
+            assert rel_err(getattr(model, n).weight.grad, w64[n].grad) <= 2 * TOL[torch.bfloat16], n

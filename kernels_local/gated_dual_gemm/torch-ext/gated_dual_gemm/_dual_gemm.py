@@ -51,24 +51,30 @@ ACTIVATIONS = {"gelu_tanh": 0, "silu": 1}
 # --------------------------------------------------------------------------- #
 # Launch configuration: the one place to tune after an H200 sweep.
 # --------------------------------------------------------------------------- #
-# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent) per dtype class; persistent:
+# (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent) per dtype; persistent:
 # 0 one program per tile, 1 one per SM with the tile and K loops flattened, 2 one per SM, not flattened.
-# 16-bit: two 128 × 128 float32 accumulators are 128 registers per thread at 8 warps; three
-# stages of x (128 × 64) and both weight tiles (2 × 128 × 64) take 144 KiB of shared memory.
-# float32 halves BLOCK_K so the same stages fit.  Chosen by scripts/dual_gemm_sweep.py on an
-# H200 (kernels_local/gated_dual_gemm/README.md names the result file).
+# Two 128 × 128 float32 accumulators are 128 registers per thread at 8 warps; three stages of x
+# (128 × 64) and both weight tiles (2 × 128 × 64) take 144 KiB of shared memory. Chosen by
+# scripts/dual_gemm_sweep.py on an H200 (results/logs/h200-20261201-dualgemm/dual-gemm-sweep.json,
+# tensor descriptors): bf16 at 8192 × 768 → 3072, 140.8 µs not flattened, 144.8 a program per tile,
+# 153.1 flattened (flattening cost most at few tiles: 14.5 against 11.8 µs at 333 tokens in fp16);
+# fp16 best a program per tile (149.8 µs). float32 halves BLOCK_K so the same stages fit; it is
+# never fused by default (fused_pays).
 CONFIGS = {
-    "16bit": (128, 128, 64, 8, 8, 3, True),
-    "fp32": (128, 128, 32, 8, 8, 3, True),
+    torch.bfloat16: (128, 128, 64, 8, 8, 3, 2),
+    torch.float16: (128, 128, 64, 8, 8, 3, 0),
+    torch.float32: (128, 128, 32, 8, 8, 3, 1),
 }
-# Fewer tokens than this take the unfused path (two cuBLAS GEMMs, then act·mul): a fused tile of
-# BLOCK_M rows is mostly padding there and a GEMV-shaped problem is weight-bandwidth bound, where
-# cuBLAS's split-K kernels spread the weights over every SM (measured: README.md).
-MIN_FUSED_TOKENS = 64
+# Fewer tokens than this take the unfused path (two cuBLAS GEMMs, then one act·mul kernel): with
+# BLOCK_M = 128 a few hundred tokens fill few tiles (24 at the blog's hidden size), where cuBLAS
+# picks smaller tiles or splits K. Measured on the H200 (the sweep above): fused 11.7 µs at 333
+# tokens (bf16) against 13.4 for two cuBLAS GEMMs and a fused GeLU·mul; below that only the flattened
+# configuration was tried, and it lost (14.3 against 10.7 µs at 256 tokens).
+MIN_FUSED_TOKENS = 256
 
 
 def _config_for(dtype: torch.dtype) -> tuple:
-    return CONFIGS["fp32" if dtype == torch.float32 else "16bit"]
+    return CONFIGS[dtype]
 
 
 def _check_config(config) -> tuple:
@@ -103,7 +109,8 @@ def _act(g, ACT: tl.constexpr):
         y = 1.5957691216057308 * (g + 0.044715 * g * g * g)  # 2z
     else:
         y = g
-    return g / (1.0 + tl.exp(-y))
+    a = g / (1.0 + tl.exp(-y))
+    return a
 
 
 @triton.jit
@@ -169,11 +176,17 @@ def _gate_up_kernel(
 def _act_mul_kernel(g, u, out, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
     """out = act(g)·u over n contiguous elements: the unfused path's elementwise step, one kernel
     (gate and up read once, out written once)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32)
-    uv = tl.load(u + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out + offs, (_act(gv, ACT) * uv).to(out.dtype.element_ty), mask=mask)
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if start + BLOCK <= n:  # a whole block: no mask, so loads and stores are 16-byte vectors
+        gv = tl.load(g + offs).to(tl.float32)
+        uv = tl.load(u + offs).to(tl.float32)
+        tl.store(out + offs, (_act(gv, ACT) * uv).to(out.dtype.element_ty))
+    else:
+        mask = offs < n
+        gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32)
+        uv = tl.load(u + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out + offs, (_act(gv, ACT) * uv).to(out.dtype.element_ty), mask=mask)
 
 
 # --------------------------------------------------------------------------- #
@@ -236,8 +249,10 @@ def _unfused(x2, wg, wu, act: int) -> torch.Tensor:
 
 
 def fused_pays(tokens: int, dtype: torch.dtype) -> bool:
-    """Whether the fused kernel is used for `tokens` rows (see MIN_FUSED_TOKENS)."""
-    return tokens >= MIN_FUSED_TOKENS
+    """Whether the fused kernel is used for `tokens` rows of `dtype` (see MIN_FUSED_TOKENS). Never
+    for float32: Triton's IEEE float32 dot runs on CUDA cores, 3748 µs against cuBLAS's 1554 µs for
+    the two GEMMs at 8192 × 768 → 3072 on the H200 (the sweep above)."""
+    return dtype != torch.float32 and tokens >= MIN_FUSED_TOKENS
 
 
 # --------------------------------------------------------------------------- #
