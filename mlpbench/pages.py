@@ -105,9 +105,9 @@ def runs_table(wide: pd.DataFrame, results: Path) -> tables.Table:
 
 def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> tables.Table:
     """Our variant `mine` (default: the op's first of role 'ours') against the faster of its compiler
-    and peer variants (Inductor, Liger) at each shape, from one run per shape."""
-    g = tables.latest_per_case(wide[wide["op"] == op])
+    and peer variants (Inductor, Liger) at each shape, from the newest run per shape that measured it."""
     mine, others = mine or registry.OPS[op].of_role(OURS)[0], registry.OPS[op].of_role(COMPILER, PEER)
+    g = tables.latest_per_case(wide[wide["op"] == op], variant=mine)  # the peers from mine's own run
     rows = []
     for (shape, dtype), cell in g.groupby(["shape_id", "dtype"], sort=False):
         by = cell.set_index("variant")
@@ -125,8 +125,8 @@ def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> tables.T
                      f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
                      rate, ceiling])
     what = "GEMM ceiling" if op in tables.COMPUTE_BOUND else "copy ceiling"
-    return tables.Table(["shape", "dtype", "MB moved", "ours µs", "faster peer µs", "ours / peer",
-                         "ours rate", f"of {what}"], rows, sorted(set(g["file"])))
+    return tables.Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer",
+                         f"{mine} rate", f"of {what}"], rows, sorted(set(g["file"])))
 
 
 def structure_table(wide: pd.DataFrame) -> tables.Table:

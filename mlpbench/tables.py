@@ -82,14 +82,30 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
+SHAPE_KEY = ["machine", "op", "dtype", "shape_id"]
+
+
+def latest_per_case(df: pd.DataFrame, variant: str | None = None) -> pd.DataFrame:
     """For each machine, op, dtype and shape, the records of the newest run that measured it: every
-    variant of a shape then comes from one run, so their ratios never pair two runs."""
+    variant of a shape then comes from one run, so their ratios never pair two runs.
+
+    Only runs that measured the shape's baseline count (where one did): a run of a few variants (the
+    compiled cases across fresh processes, say) must not hide a full run's other variants. With
+    `variant`, the newest run that measured that variant instead (its table against its peers)."""
     if df.empty:
         return df
-    newest = df.sort_values(["datetime", "file"]).groupby(
-        ["machine", "op", "dtype", "shape_id"], sort=False)["file"].last()
-    key = pd.MultiIndex.from_frame(df[["machine", "op", "dtype", "shape_id"]])
+    if variant is not None:
+        wanted = df["variant"] == variant
+    else:
+        wanted = df["variant"] == df["op"].map(baseline)
+    runs = df.assign(_wanted=wanted).groupby([*SHAPE_KEY, "file"], sort=False)["_wanted"].transform("any")
+    has_any = runs.groupby([df[k] for k in SHAPE_KEY], sort=False).transform("any")
+    # A shape no wanted run measured keeps every run (the newest decides), unless a variant was asked for.
+    eligible = df[runs | (~has_any if variant is None else False)]
+    if eligible.empty:
+        return eligible
+    newest = eligible.sort_values(["datetime", "file"]).groupby(SHAPE_KEY, sort=False)["file"].last()
+    key = pd.MultiIndex.from_frame(df[SHAPE_KEY])
     picked = df[newest.reindex(key).to_numpy() == df["file"].to_numpy()]
     return picked.drop_duplicates(["machine", "case"], keep="last")
 

@@ -101,3 +101,29 @@ def test_device_samples_decide_the_noise_of_device_time(tmp_path):
     assert by.loc["ours", "speedup_noisy"] and not by.loc["eager", "speedup_noisy"]
     table = tables.variant_columns(df, "gelu_mul")
     assert "(noisy: IQR" in table and table.count("(noisy)") == 1
+
+
+def test_a_newer_run_without_the_baseline_does_not_hide_a_full_run(tmp_path):
+    """A run of a few variants (compiled cases across fresh processes) is newer than the full run: the
+    tables still pair every variant with eager from the full run, and a variant measured only in the
+    newer run is found there, with its peers from that same run."""
+    import json
+
+    def run(name, when, variants):
+        recs = [{"stats": {"median": 1e-3}, "extra_info": {
+            "case": f"mlp/{v}/bf16/t8-d8-h8", "op": "mlp", "variant": v, "dtype": "bf16", "shape_id": "t8-d8-h8",
+            "device_time_s": t, "flops": 1, "bytes": 1}} for v, t in variants]
+        path = tmp_path / name
+        path.write_text(json.dumps({"machine_info": {"mlpbench": {"machine": "m"}}, "datetime": when,
+                                    "benchmarks": recs}))
+        return path
+
+    full = run("full.json", "2026-12-01T07:00:00", [("eager", 4e-6), ("compiled", 3e-6), ("ours", 2e-6)])
+    part = run("part.json", "2026-12-01T19:00:00", [("compiled", 3.1e-6), ("dualgemm", 1e-6)])
+    df = tables.load_pytest_json([full, part])
+    latest = tables.latest_per_case(df)
+    assert set(latest["file"].map(lambda f: f.rsplit("/", 1)[-1])) == {"full.json"}
+    assert sorted(latest["variant"]) == ["compiled", "eager", "ours"]
+    mine = tables.latest_per_case(df, variant="dualgemm")
+    assert sorted(mine["variant"]) == ["compiled", "dualgemm"]
+    assert set(mine["file"].map(lambda f: f.rsplit("/", 1)[-1])) == {"part.json"}
