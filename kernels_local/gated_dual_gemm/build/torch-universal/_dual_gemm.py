@@ -68,8 +68,10 @@ CONFIGS = {
 # Fewer tokens than this take the unfused path (two cuBLAS GEMMs, then one act·mul kernel): with
 # BLOCK_M = 128 a few hundred tokens fill few tiles (24 at the blog's hidden size), where cuBLAS
 # picks smaller tiles or splits K. Measured on the H200 (the sweep above): fused 11.7 µs at 333
-# tokens (bf16) against 13.4 for two cuBLAS GEMMs and a fused GeLU·mul; below that only the flattened
-# configuration was tried, and it lost (14.3 against 10.7 µs at 256 tokens).
+# tokens (bf16) against 13.4 for two cuBLAS GEMMs and a fused GeLU·mul. The crossover sweep taken
+# after the suite measured this value (results/logs/h200-20261201-dualgemm/dual-gemm-crossover.json)
+# has the fused kernel flat at 11.5 µs up to 512 tokens, losing at 256 (against 10.5): the crossover
+# lies between 256 and 333, to be set once the suite has measured it.
 MIN_FUSED_TOKENS = 256
 
 
