@@ -176,6 +176,12 @@ for step in $steps; do
         # DEMO_BENCH (default: the standard family's GeLU·mul device and codegen benchmarks).
         demo=$(git rev-parse "${DEMO_BRANCH:-demo/dynamic-compile}")
         bench=${DEMO_BENCH:-'^standard\.GeluMul(Device|Codegen)\.'}
+        # A --bench that matches nothing makes asv run exit 1 after discovery: say so before spending
+        # the GPU's time (the benchmark set is the committed one on every machine).
+        matched=$(python3 -c 'import json, re, sys
+print(sum(bool(re.search(sys.argv[1], n)) for n in json.load(open("results/asv/benchmarks.json")) if n != "version"))' "$bench")
+        echo "asvdemo: --bench '$bench' selects $matched benchmarks"
+        if [ "$matched" = 0 ]; then echo "asvdemo: nothing to run; skipped"; continue; fi
         python3 -m asv machine --yes > "$out/asvdemo.log" 2>&1
         for sha in "$head" "$demo"; do
             git checkout -q -f "$sha"
