@@ -103,32 +103,6 @@ def runs_table(wide: pd.DataFrame, results: Path) -> tables.Table:
                         rows)
 
 
-def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> tables.Table:
-    """Our variant `mine` (default: the op's first of role 'ours') against the faster of its compiler
-    and peer variants (Inductor, Liger) at each shape, from the newest run per shape that measured it."""
-    mine, others = mine or registry.OPS[op].of_role(OURS)[0], registry.OPS[op].of_role(COMPILER, PEER)
-    g = tables.latest_per_case(wide[wide["op"] == op], variant=mine)  # the peers from mine's own run
-    rows = []
-    for (shape, dtype), cell in g.groupby(["shape_id", "dtype"], sort=False):
-        by = cell.set_index("variant")
-        peers = by.loc[[v for v in others if v in by.index]]
-        if mine not in by.index or peers["time_s"].dropna().empty:
-            continue
-        ours, peer = by.loc[mine], peers.loc[peers["time_s"].idxmin()]
-        noisy = bool(ours["noisy"] or peer["noisy"])
-        compute = op in tables.COMPUTE_BOUND
-        rate = f"{ours['tflops']:,.1f} TFLOP/s" if compute else f"{ours['gbps'] / 1e3:,.2f} TB/s"
-        ceiling = "—" if pd.isna(ours["of_ceiling"]) else f"{ours['of_ceiling']:.0%}"
-        rows.append([shape, dtype, f"{ours['bytes'] / 1e6:,.1f}",
-                     tables.fmt_time(ours["time_s"], ours["time_iqr_s"]),
-                     f"{tables.fmt_time(peer['time_s'], peer['time_iqr_s'])} ({peer.name})",
-                     f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
-                     rate, ceiling])
-    what = "GEMM ceiling" if op in tables.COMPUTE_BOUND else "copy ceiling"
-    return tables.Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer",
-                         f"{mine} rate", f"of {what}"], rows, sorted(set(g["file"])))
-
-
 def structure_table(wide: pd.DataFrame) -> tables.Table:
     """Kernels per call by op and variant from the newest record of each case, split-K kernels apart."""
     from . import profiling  # the expectations' matching logic; imports torch
@@ -282,7 +256,7 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
                  "call must move; the ceiling is the one measured in the same run.")
         for op in OPS:
             for k, mine in enumerate(registry.OPS[op].of_role(OURS)):
-                t = peer_table(wide, op, mine)
+                t = tables.peer_table(wide, op, mine)
                 if t:
                     page.add(f"### {op}" if k == 0 else f"### {op}: {mine}")
                     page.table(t, _runs_of(wide, t))

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import fleet, registry, tables
+from .ops import ROLES
 from .results import asv_points, pytest_files, pytest_records, pytest_runs
 from .record import METRICS, NAMES
 
@@ -572,6 +573,20 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     if per_op:
         out.append(("Per-op tables", [("text", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · "
                                                f"speedup over {tables.BASELINES} of the same run.")] + per_op))
+    peers = []
+    for m in machines:
+        mw = wide[wide["machine"] == m]
+        for op in registry.OPS:
+            for mine in registry.OPS[op].of_role(ROLES[-1]):  # role "ours"
+                t = tables.peer_table(mw, op, mine)
+                if t:
+                    runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
+                    peers += [("h3", f"{op}: {mine} on {m}"), ("table", t), ("text", sources_line(runs))]
+    if peers:
+        out.append(("Our kernels against the faster peer",
+                    [("text", "Each of our variants' device time over the fastest compiler variant (Inductor) or "
+                              "peer kernel (Liger) of the same run, from the newest run that measured it (below 1: "
+                              "ours is faster), and its rate against that run's ceiling.")] + peers))
     crossover = []
     for m in machines:
         mw = wide[wide["machine"] == m]

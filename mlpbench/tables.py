@@ -20,6 +20,9 @@ import numpy as np
 import pandas as pd
 
 from . import registry, results
+from .ops import ROLES
+
+_, _COMPILER, _PEER, _OURS = ROLES  # the peer table sets our kernels against compilers' and peers'
 
 # Rated in TFLOP/s against the GEMM ceiling (Op.bound "compute"); every other op in GB/s against copy.
 COMPUTE_BOUND = frozenset(name for name, op in registry.OPS.items() if op.compute_bound)
@@ -329,3 +332,29 @@ def copy_ceiling(c: dict) -> str:
     method = c.get("copy_method") or "copy_ alone"
     vendor = f"; vendor {c['vendor_bandwidth_Bps'] / 1e12:.1f}" if c.get("vendor_bandwidth_Bps") else ""
     return f"{text} ({method}{vendor})"
+
+
+def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> Table:
+    """Our variant `mine` (default: the op's first of role 'ours') against the faster of its compiler
+    and peer variants (Inductor, Liger) at each shape, from the newest run per shape that measured it."""
+    mine, others = mine or registry.OPS[op].of_role(_OURS)[0], registry.OPS[op].of_role(_COMPILER, _PEER)
+    g = latest_per_case(wide[wide["op"] == op], variant=mine)  # the peers from mine's own run
+    rows = []
+    for (shape, dtype), cell in g.groupby(["shape_id", "dtype"], sort=False):
+        by = cell.set_index("variant")
+        peers = by.loc[[v for v in others if v in by.index]]
+        if mine not in by.index or peers["time_s"].dropna().empty:
+            continue
+        ours, peer = by.loc[mine], peers.loc[peers["time_s"].idxmin()]
+        noisy = bool(ours["noisy"] or peer["noisy"])
+        compute = op in COMPUTE_BOUND
+        rate = f"{ours['tflops']:,.1f} TFLOP/s" if compute else f"{ours['gbps'] / 1e3:,.2f} TB/s"
+        ceiling = "—" if pd.isna(ours["of_ceiling"]) else f"{ours['of_ceiling']:.0%}"
+        rows.append([shape, dtype, f"{ours['bytes'] / 1e6:,.1f}",
+                     fmt_time(ours["time_s"], ours["time_iqr_s"]),
+                     f"{fmt_time(peer['time_s'], peer['time_iqr_s'])} ({peer.name})",
+                     f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
+                     rate, ceiling])
+    what = "GEMM ceiling" if op in COMPUTE_BOUND else "copy ceiling"
+    return Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer",
+                         f"{mine} rate", f"of {what}"], rows, sorted(set(g["file"])))
