@@ -130,7 +130,8 @@ def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkey
         "gelu_mul_train/compiled/bf16/t8192-h3072", "mlp/maxautotune/bf16/t8192-d768-h3072",
         "gelu_mul/maxautotune/bf16/t8192-h3072"]
     assert asv_suite.sequence_ids("standard") == ["mlp/compiled/bf16/d768-h3072", "mlp/compiled-dynamic/bf16/d768-h3072",
-                                                  "mlp/liger/bf16/d768-h3072", "mlp/ours/bf16/d768-h3072"]
+                                                  "mlp/liger/bf16/d768-h3072", "mlp/ours/bf16/d768-h3072",
+                                                  "mlp/dualgemm/bf16/d768-h3072"]
     (mlp,) = dynamic.params[0]
     assert dynamic().track_recompile_new_shape_dynamic(dynamic().setup_cache(), mlp) == 0.01
     assert static().track_recompile_new_shape(static().setup_cache(), mlp) == 0.5
