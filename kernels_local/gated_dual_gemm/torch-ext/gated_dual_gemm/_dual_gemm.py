@@ -201,8 +201,10 @@ def _aligned(t: torch.Tensor) -> bool:
 
 
 def _can_use_tma(tensors) -> bool:
+    """Descriptors where they help: Hopper or later, 16-bit inputs. float32 (only ever fused on
+    request) ran 14,073 µs with descriptors against 3,748 with pointer loads in the sweep above."""
     t = tensors[0]
-    if TensorDescriptor is None or t.device.type != "cuda" or _INTERPRETED:
+    if TensorDescriptor is None or t.device.type != "cuda" or _INTERPRETED or t.dtype == torch.float32:
         return False
     return torch.cuda.get_device_capability(t.device)[0] >= 9 and all(_aligned(v) for v in tensors)
 
@@ -226,6 +228,7 @@ def _launch(x2, wg, wu, out2, act: int, config, use_tma) -> None:
     else:
         args = tensors
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    # Under the CPU interpreter, 4 "SMs": persistent programs still walk several tiles each.
     sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
         if x2.device.type == "cuda" else 4
     programs = min(tiles, sms) if persistent else tiles
