@@ -29,6 +29,7 @@ makes the same picks and a difference that remains is not the autotuner's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -92,7 +93,15 @@ def best_configs(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(Path(root).rglob(BEST_CONFIG))}
 
 
-_PINS: dict[str, dict] | None = None
+@functools.cache
+def _pins(source: str) -> dict[str, dict]:
+    """Each case's `best_configs` in the results file `source`, read once per process."""
+    try:
+        doc = json.loads(Path(source).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{PIN_ENV}={source!r}: not a readable results file ({exc})") from None
+    return {b["extra_info"]["case"]: (b["extra_info"].get("codegen") or {}).get("best_configs") or {}
+            for b in doc.get("benchmarks", []) if "case" in b.get("extra_info", {})}
 
 
 def pins_for(case_id: str) -> tuple[dict[str, str] | None, str | None]:
@@ -100,18 +109,8 @@ def pins_for(case_id: str) -> tuple[dict[str, str] | None, str | None]:
     MLPBENCH_PIN_AUTOTUNE, or (None, None) when it is unset or holds no entries for the case."""
     import os
 
-    global _PINS
     source = os.environ.get(PIN_ENV)
-    if not source:
-        return None, None
-    if _PINS is None:
-        try:
-            doc = json.loads(Path(source).read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{PIN_ENV}={source!r}: not a readable results file ({exc})") from None
-        _PINS = {b["extra_info"]["case"]: (b["extra_info"].get("codegen") or {}).get("best_configs") or {}
-                 for b in doc.get("benchmarks", []) if "case" in b.get("extra_info", {})}
-    found = _PINS.get(case_id)
+    found = _pins(source).get(case_id) if source else None
     return (found, source) if found else (None, None)
 
 

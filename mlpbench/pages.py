@@ -24,7 +24,7 @@ from . import gate, registry, report, tables
 from .ops import ROLES
 from .results import Point, asv_points, pytest_runs, tokens
 
-_, COMPILER, PEER, OURS = ROLES  # variant roles: the peer table sets our kernels against compilers' and peers'
+OURS = ROLES[-1]  # the variant role whose variants get a table against the faster peer
 
 EXPECTATIONS = Path(__file__).with_name("expectations.toml")
 OPS = tuple(registry.OPS)

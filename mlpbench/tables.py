@@ -356,5 +356,5 @@ def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> Table:
                      f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
                      rate, ceiling])
     what = "GEMM ceiling" if op in COMPUTE_BOUND else "copy ceiling"
-    return Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer",
-                         f"{mine} rate", f"of {what}"], rows, sorted(set(g["file"])))
+    return Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer", f"{mine} rate",
+                  f"of {what}"], rows, sorted(set(g["file"])))

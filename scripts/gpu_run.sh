@@ -11,10 +11,10 @@
 #   slowdown  the unmerged branch demo/slow-block (our kernel with a poor block size) through ASV,
 #          gated against the checked-out commit (run `nightly` or `aa` before it)
 #   shards the standard tier split over every visible GPU (`mlpbench run --shards auto`)
-#   compiled  A/A of the compiled cases: the standard tier's AA_VARIANTS (default: compiled; or the cases
-#          of the pytest -k expression AA_K, e.g. the compiled ones and others to measure beside them) in AA_RUNS
-#          (default 2) fresh pytest processes numbered from AA_FROM (default 1), every op in one process (so each case also runs after
-#          all the others, the MLP's first), each process its own results file
+#   compiled  A/A of the compiled cases: the standard tier's AA_VARIANTS (default: compiled), or the
+#          cases of the pytest -k expression AA_K, in AA_RUNS (default 2) fresh pytest processes numbered
+#          from AA_FROM (default 1); every op in one process, so each case also runs after all the
+#          others (the MLP's first); each process its own results file
 #   after  the compiled MLP and GeLU·mul cases in one pytest process, the MLP's first
 #   asvdemo  plain `asv run` of the checked-out commit and of demo/dynamic-compile (compiled cases made
 #          dynamic-shaped), then the gate between them: what it says when the generated code changed
@@ -22,7 +22,6 @@
 #          measured after every other case (the run step) and alone, for the hermetic check
 #   pinned the compiled cases PIN_CASES (a pytest -k expression) in one process, each started from
 #          the autotuner's picks recorded in PIN_FROM (a results file): MLPBENCH_PIN_AUTOTUNE
-#   select `mlpbench run --tier standard $RUN_ARGS` (e.g. RUN_ARGS="--op mlp --variant dualgemm")
 #   dualtests  kernels_local/gated_dual_gemm's tests and the kernel repositories' build tests
 #   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover)
 #
@@ -207,19 +206,15 @@ print(sum(bool(re.search(sys.argv[1], n)) for n in json.load(open("results/asv/b
             --tier standard --variant compiled -k "${PIN_CASES:?set PIN_CASES}" -q -p no:cacheprovider \
             --benchmark-json "$out/compiled-pinned.json" > "$out/pinned.log" 2>&1
         echo "pinned rc=$?"; tail -1 "$out/pinned.log" ;;
-    select)
-        python3 -m mlpbench.cli run --tier standard ${RUN_ARGS:?set RUN_ARGS} -- --durations=0 >> "$out/select.log" 2>&1
-        echo "select rc=$?"; grep -E "passed|failed" "$out/select.log" | tail -3
-        new_pytest_results ;;
     dualtests)
-        timeout "${DUALTESTS_TIMEOUT:-150}" python3 -m pytest kernels_local/gated_dual_gemm kernels_local/tests -q -p no:cacheprovider \
-            > "$out/dual-tests.log" 2>&1
+        timeout "${DUALTESTS_TIMEOUT:-150}" python3 -m pytest kernels_local/gated_dual_gemm kernels_local/tests -q \
+            -p no:cacheprovider > "$out/dual-tests.log" 2>&1
         echo "dualtests rc=$?"; tail -2 "$out/dual-tests.log" ;;
     sweep)
         timeout "${SWEEP_TIMEOUT:-240}" python3 scripts/dual_gemm_sweep.py ${SWEEP_ARGS:-} \
             --output "$out/dual-gemm-${SWEEP_NAME:-sweep}.json" > "$out/${SWEEP_NAME:-sweep}.log" 2>&1
         echo "sweep rc=$?"; grep "^best" "$out/${SWEEP_NAME:-sweep}.log" ;;
-    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned select dualtests sweep)"; exit 2 ;;
+    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned dualtests sweep)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"

@@ -103,14 +103,12 @@ def test_pins_come_from_the_results_file_named_by_the_environment(tmp_path, monk
                                           "codegen": {"best_configs": {"ab/k.best_config": "{}"}}}},
                           {"extra_info": {"case": "mlp/eager/bf16/t1-d768-h3072"}}]}
     (tmp_path / "run.json").write_text(json.dumps(doc))
-    monkeypatch.setattr(codegen, "_PINS", None)
     monkeypatch.delenv(codegen.PIN_ENV, raising=False)
     assert codegen.pins_for("mlp/compiled/bf16/t1-d768-h3072") == (None, None)
     monkeypatch.setenv(codegen.PIN_ENV, str(tmp_path / "run.json"))
     assert codegen.pins_for("mlp/compiled/bf16/t1-d768-h3072") == ({"ab/k.best_config": "{}"},
                                                                    str(tmp_path / "run.json"))
     assert codegen.pins_for("mlp/eager/bf16/t1-d768-h3072") == (None, None)
-    monkeypatch.setattr(codegen, "_PINS", None)
     monkeypatch.setenv(codegen.PIN_ENV, str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="MLPBENCH_PIN_AUTOTUNE=.*missing.json.*not a readable results file"):
         codegen.pins_for("mlp/compiled/bf16/t1-d768-h3072")
