@@ -115,6 +115,13 @@ def _each(ids: list[str], label: str, measure) -> dict:
     return out
 
 
+# The results root (the folder holding asv/) that codegen records are written to, set by the family
+# modules in benchmarks/ from their own location: ASV passes its ASV_CONF_DIR to build commands only,
+# never to benchmark processes, so a benchmark cannot ask ASV where its results go. None (a test
+# building the classes itself): nothing is written.
+RESULTS: Path | None = None
+
+
 def measure_case(case_id: str) -> dict:
     """Everything the op classes report for one case, after its float64 check."""
     case = registry.case_by_id(case_id)
@@ -131,10 +138,10 @@ def measure_case(case_id: str) -> dict:
     # and a nightly of ~270 cases must leave time for the compile benchmarks.
     record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
                                                             min_samples=10))
-    if record.codegen_fingerprint is not None and os.environ.get("ASV_CONF_DIR"):
+    if record.codegen_fingerprint is not None and RESULTS is not None:
         # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
         # beside them, content-addressed, for the gate to say what changed (results_dir's parent).
-        codegen.store(record.codegen, Path(os.environ["ASV_CONF_DIR"]) / "results")
+        codegen.store(record.codegen, RESULTS)
     return record.extra_info()
 
 
@@ -400,8 +407,12 @@ def preload() -> None:
     gc.freeze()
 
 
-def family(name: str) -> dict[str, type]:
-    """Every ASV benchmark class of a family, by class name: the same on every machine."""
+def family(name: str, results: Path | None = None) -> dict[str, type]:
+    """Every ASV benchmark class of a family, by class name: the same on every machine. `results`:
+    where the compiled cases' codegen records go (RESULTS)."""
+    global RESULTS
+    if results is not None:
+        RESULTS = Path(results)
     if name not in FAMILIES:
         raise registry.SelectionError(f"unknown benchmark family {name!r}; valid: {', '.join(FAMILIES)}")
     if runner.default_device() == "cuda":
