@@ -4,9 +4,11 @@
 its head is slower than its base by more than a threshold AND the slowdown is statistically
 significant on the samples: a bootstrap 99% interval of the ratio of medians (head / base) lies
 wholly above 1. The threshold defaults to the benchmark's own noise (three robust coefficients of
-variation of the base samples, IQR / 1.349 / median) with a floor (2%; 3% for compiled cases);
-benchmarks stored without samples (peak memory, kernels per call, compile time) are judged by the
-threshold alone.
+variation of the base samples, IQR / 1.349 / median) with a floor (2%; 3% for compiled cases), and
+to at least three of the case's between-run noise where A/A runs measured it on that machine
+(mlpbench/between_runs.py: moves between fresh processes that one process's samples cannot show);
+each verdict says which of the three set its threshold. Benchmarks stored without samples (peak
+memory, kernels per call, compile time) are judged by the threshold alone.
 
 Revisions are prefixes of the commit hashes found in the result files, so a results folder copied
 away from any git repository works.
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import codegen, results
+from . import between_runs, codegen, results
 from .record import METRICS
 from .results import Point
 
@@ -92,6 +94,8 @@ class Verdict:
     test: str
     compiles: bool = False  # a torch.compile'd case: its generated code is compared too
     cause: str | None = None  # what changed in the generated code, when it did (codegen.differences)
+    # what set the threshold: "floor", "within-run noise", "between-run noise" or "given"
+    threshold_from: str = "floor"
 
 
 def _noise(samples) -> float:
@@ -115,18 +119,32 @@ def floor(point: Point) -> float:
     return COMPILED_FLOOR if point.compiles else FLOOR
 
 
-def judge(base: Point, head: Point, threshold: float | None = None, gated: bool | None = None) -> Verdict:
-    """`gated` None: by the benchmark's name (NOT_GATED)."""
+def _threshold(base: Point, given: float | None, between: float | None, samples: bool) -> tuple[float, str]:
+    if given is not None:
+        return given, "given"
+    options = [(floor(base), "floor")]
+    if samples:
+        options.append((NOISE_MULTIPLE * _noise(base.samples), "within-run noise"))
+    if between:
+        options.append((between, "between-run noise"))
+    return max(options, key=lambda o: o[0])
+
+
+def judge(base: Point, head: Point, threshold: float | None = None, gated: bool | None = None,
+          between: float | None = None) -> Verdict:
+    """`gated` None: by the benchmark's name (NOT_GATED). `between`: the case's between-run
+    allowance (between_runs.load), a lower bound on the default threshold; ignored when `threshold`
+    is given."""
     if base.samples and head.samples and len(base.samples) >= 5 and len(head.samples) >= 5:
         b, h = float(np.median(base.samples)), float(np.median(head.samples))
-        thr = threshold if threshold is not None else max(floor(base), NOISE_MULTIPLE * _noise(base.samples))
+        thr, why = _threshold(base, threshold, between, samples=True)
         lo, hi = _bootstrap_ratio(base.samples, head.samples)
         ratio = h / b
         slower, faster = ratio > 1 + thr and lo > 1, ratio < 1 / (1 + thr) and hi < 1
         test = f"bootstrap {CONFIDENCE:.0%} interval of the median ratio ({BOOTSTRAP} resamples)"
     else:
         b, h = base.value, head.value
-        thr = threshold if threshold is not None else floor(base)
+        thr, why = _threshold(base, threshold, between, samples=False)
         lo = hi = None
         ratio = h / b if b else (math.inf if h else 1.0)
         slower, faster = ratio > 1 + thr, ratio < 1 / (1 + thr)
@@ -136,7 +154,23 @@ def judge(base: Point, head: Point, threshold: float | None = None, gated: bool 
         gated = base.method not in NOT_GATED
     if not gated and verdict != "unchanged":
         verdict = "slower (not gated)" if slower else "faster (not gated)"
-    return Verdict(base.machine, base.benchmark, base.param, b, h, ratio, lo, hi, thr, verdict, test, base.compiles)
+    return Verdict(base.machine, base.benchmark, base.param, b, h, ratio, lo, hi, thr, verdict, test, base.compiles,
+                   threshold_from=why)
+
+
+def case_id(point: Point) -> str | None:
+    """The registry's case id of what `point` measures (None for benchmarks of no op case)."""
+    if None in (point.op, point.variant, point.dtype, point.shape_id):
+        return None
+    return f"{point.op}/{point.variant}/{point.dtype}/{point.shape_id}"
+
+
+def allowance(point: Point, allowances: dict[str, dict[str, float]]) -> float | None:
+    """The between-run allowance of `point`'s case on its machine, for device time only (the A/A
+    runs measure device time; host time, memory and counts have no between-run figure)."""
+    if point.method != DEVICE_TIME:
+        return None
+    return allowances.get(point.machine, {}).get(case_id(point))
 
 
 def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | None = None,
@@ -144,8 +178,9 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
             codegen_root: Path | None = None) -> list[Verdict]:
     """Verdicts for head against base. `base_points`, when given, hold the base (another results
     folder: a second run of the same commit, for an A/A check, or another box's results).
-    `codegen_root`: the folder holding codegen/<fingerprint>.json (results/), for saying what
-    changed in a compiled case's generated code."""
+    `codegen_root`: the results root (results/), holding codegen/<fingerprint>.json, for saying what
+    changed in a compiled case's generated code, and between-runs/<machine>.json, the cases'
+    between-run noise (between_runs.py)."""
     head_points = points
     base_points = points if base_points is None else base_points
     base, head = resolve(base_points, base_rev), resolve(head_points, head_rev)
@@ -171,8 +206,12 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
             return (m, param) not in with_device_time
         return None
 
-    verdicts = [judge(b[k], h[k], threshold, gated(k)) for k in sorted(b.keys() & h.keys()) if k[1].rsplit(".", 1)[-1]
-                != CODEGEN]
+    try:
+        allowances = {m: between_runs.load(codegen_root, m) for m in {k[0] for k in b}}
+    except ValueError as exc:
+        raise GateInputError(str(exc)) from None
+    verdicts = [judge(b[k], h[k], threshold, gated(k), allowance(b[k], allowances))
+                for k in sorted(b.keys() & h.keys()) if k[1].rsplit(".", 1)[-1] != CODEGEN]
     attribute(verdicts, b.values(), h.values(), codegen_root)
     return verdicts
 
@@ -230,13 +269,13 @@ def _fmt(x: float, benchmark: str) -> str:
 def markdown(verdicts: list[Verdict]) -> str:
     def table(rows):
         causes = any(v.cause for v in rows)
-        lines = ["| benchmark | parameters | base | head | ratio | 99% interval | threshold | verdict |"
+        lines = ["| benchmark | parameters | base | head | ratio | 99% interval | threshold (from) | verdict |"
                  + (" generated code |" if causes else ""),
                  "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if causes else "")]
         for v in rows:
             ci = f"{v.ci_low:.4f}–{v.ci_high:.4f}" if v.ci_low is not None else "—"
             lines.append(f"| {v.benchmark} | {v.param} | {_fmt(v.base, v.benchmark)} | {_fmt(v.head, v.benchmark)} "
-                         f"| {v.ratio:.4f} | {ci} | {v.threshold:.1%} | {v.verdict} |"
+                         f"| {v.ratio:.4f} | {ci} | {v.threshold:.1%} ({v.threshold_from}) | {v.verdict} |"
                          + (f" {v.cause or 'unchanged'} |" if causes else ""))
         return "\n".join(lines)
 

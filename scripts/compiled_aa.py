@@ -1,14 +1,19 @@
 """A/A of compiled cases across fresh processes: spread per case, the autotuner's picks, and what the gate flags.
 
     .venv/bin/python scripts/compiled_aa.py results/pytest/h200/A.json results/pytest/h200/B.json ... \
-        [--output docs/compiled-aa.md]
+        [--calibration K] [--between results/between-runs/h200.json] [--output docs/compiled-aa.md]
 
 Each file is one `mlpbench run` (a fresh process, every compiled case compiled hermetically). For
 every compiled case measured in all of them: device time per run, the spread (slowest / fastest
 median − 1), how many different launch configurations Inductor's autotuner picked for its kernels,
 and the gate's verdict of every run against the first at its default thresholds (mlpbench/gate.py:
-the compiled floor, noise multiple and bootstrap interval), with the codegen difference when the
-picks differ (mlpbench/codegen.py). A flag whose picks did not differ is an unexplained one.
+the compiled floor, noise multiple and bootstrap interval, and the between-run noise of
+mlpbench/between_runs.py), with the codegen difference when the picks differ (mlpbench/codegen.py).
+A flag whose generated code did not differ is an unexplained one.
+
+The first K runs (--calibration, default all) measure each case's between-run noise (written to
+--between when given: the file the gate reads for that machine); runs after them were not used to
+measure it, so their flags are counted apart: the out-of-sample check of that threshold.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from mlpbench import codegen, gate, registry
+from mlpbench import between_runs, codegen, gate, registry
 
 
 def _records(path: Path) -> dict[str, dict]:
@@ -39,12 +44,16 @@ def _point(path: Path, info: dict) -> gate.Point:
                       float(sorted(samples)[len(samples) // 2]), samples)
 
 
-def table(paths: list[Path]) -> tuple[str, dict]:
+def table(paths: list[Path], allowances: dict[str, float] | None = None, calibration: int | None = None
+          ) -> tuple[str, dict]:
     runs = [(p, _records(p)) for p in paths]
+    calibration = len(runs) if calibration is None else calibration
     order = {c.id: k for k, c in enumerate(registry.all_cases())}
     common = sorted((c for c in set.intersection(*(set(r) for _, r in runs)) if c in order), key=order.get)
     compiled = [c for c in common if registry.variant_of(registry.case_by_id(c)).compiles]
-    rows, counts = [], {"cases": len(compiled), "flagged": 0, "explained": 0, "picks differ": 0}
+    rows = []
+    counts = {"cases": len(compiled), "flagged": 0, "explained": 0, "picks differ": 0, "later flagged": 0,
+              "later explained": 0, "later pairs": 0}
     for case in compiled:
         infos = [r[case] for _, r in runs]
         medians = [i["device_time_s"] for i in infos]
@@ -53,18 +62,27 @@ def table(paths: list[Path]) -> tuple[str, dict]:
         counts["picks differ"] += distinct > 1
         verdicts = []
         base = _point(runs[0][0], infos[0])
-        for (path, _), info in zip(runs[1:], infos[1:]):
-            v = gate.judge(base, _point(path, info))
+        between = (allowances or {}).get(case)
+        threshold = None
+        for k, ((path, _), info) in enumerate(zip(runs[1:], infos[1:]), start=2):
+            v = gate.judge(base, _point(path, info), between=between)
+            threshold = threshold or f"{v.threshold:.1%} ({v.threshold_from})"
+            later = k > calibration
+            counts["later pairs"] += later
             if v.verdict != "unchanged":
-                counts["flagged"] += 1
-                changes = codegen.differences(infos[0].get("codegen"), info.get("codegen"))
                 explained = (infos[0].get("codegen_fingerprint") != info.get("codegen_fingerprint"))
+                counts["flagged"] += 1
                 counts["explained"] += explained
-                verdicts.append(f"{v.verdict} {v.ratio:.3f}× ({'; '.join(changes) if explained else 'unexplained'})")
+                counts["later flagged"] += later
+                counts["later explained"] += later and explained
+                changes = codegen.differences(infos[0].get("codegen"), info.get("codegen"))
+                verdicts.append(f"run {k}: {v.verdict} {v.ratio:.3f}× "
+                                f"({'; '.join(changes) if explained else 'unexplained'})")
         rows.append([case, " / ".join(f"{m * 1e6:,.1f}" for m in medians),
                      f"{max(medians) / min(medians) - 1:.1%}", str(distinct), picks[0] if distinct == 1 else
-                     " | ".join(dict.fromkeys(picks)), "; ".join(verdicts) or "unchanged"])
-    head = ["case", "device µs per run", "spread", "distinct picks", "launch configurations", "gate vs run 1"]
+                     " | ".join(dict.fromkeys(picks)), threshold or "—", "; ".join(verdicts) or "unchanged"])
+    head = ["case", "device µs per run", "spread", "distinct picks", "launch configurations", "threshold (from)",
+            "gate vs run 1"]
     md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(md), counts
@@ -117,22 +135,44 @@ def main(argv=None) -> int:
     ap.add_argument("--pinned", type=Path, help="a results file of cases rerun with MLPBENCH_PIN_AUTOTUNE")
     ap.add_argument("--alone", nargs="*", type=Path, default=[],
                     help="result files of cases each measured in a process of its own (gpu_run.sh alone)")
+    ap.add_argument("--calibration", type=int, metavar="K",
+                    help="the first K runs measure the between-run noise (default: all of them)")
+    ap.add_argument("--between", type=Path, metavar="FILE",
+                    help="write that measurement here (results/between-runs/<machine>.json, what the gate reads)")
     a = ap.parse_args(argv)
     if len(a.files) < 2:
         print("compiled_aa: need at least two result files", file=sys.stderr)
         return 2
-    md, counts = table(a.files)
+    k = len(a.files) if a.calibration is None else a.calibration
+    if not 2 <= k <= len(a.files):
+        print(f"compiled_aa: --calibration {k}: must be between 2 and the {len(a.files)} runs given", file=sys.stderr)
+        return 2
+    measured = between_runs.measure([_records(p) for p in a.files[:k]])
+    if a.between:
+        between_runs.write(a.between, a.between.stem, [str(p) for p in a.files[:k]], measured)
+    allowances = {case: e["allowance"] for case, e in measured.items() if "allowance" in e}
+    md, counts = table(a.files, allowances, k)
     command = " ".join(["python scripts/compiled_aa.py", *map(str, a.files),
+                        *(["--calibration", str(a.calibration)] if a.calibration is not None else []),
+                        *(["--between", str(a.between)] if a.between else []),
                         *(["--alone", *map(str, a.alone)] if a.alone else []),
                         *(["--pinned", str(a.pinned)] if a.pinned else [])])
+    later = len(a.files) - k
+    check = (f" Runs {k + 1}–{len(a.files)} were not used to measure the between-run noise: against run 1 the gate "
+             f"flagged {counts['later flagged']} of their {counts['later pairs']} case pairs, "
+             f"{counts['later explained']} of them with a change in the generated code."
+             if later else "")
     text = (f"# Compiled cases across fresh processes\n\nGenerated by `{command}`; regenerate it, never edit "
             "it. What each file is: the README beside the files. Each run is a fresh process with fresh "
             "Inductor and Triton caches, every compiled case compiled hermetically (mlpbench/codegen.py); the "
-            "gate's verdicts are at its default thresholds (mlpbench/gate.py), each run against run 1.\n\n"
+            "gate's verdicts are at its default thresholds (mlpbench/gate.py), each run against run 1, with "
+            f"each case's between-run noise measured from runs 1–{k} (mlpbench/between_runs.py: "
+            f"{between_runs.MULTIPLE:g} standard deviations of the log median over the runs with the case's most "
+            f"common generated code, at least {between_runs.MIN_RUNS} of them).\n\n"
             f"Runs: {', '.join(f'`{p}`' for p in a.files)}\n\n{counts['cases']} compiled cases in every run; "
             f"the autotuner's picks differed between runs for {counts['picks differ']}; the gate flagged "
             f"{counts['flagged']} run pairs against run 1, {counts['explained']} of them with a change in the "
-            f"generated code.\n\n{md}\n")
+            f"generated code.{check}\n\n{md}\n")
     if a.alone:
         text += ("\n## Alone against after the others\n\nEach case below in a fresh process of its own, against "
                  "the same case in the runs above (one process for every compiled case, the MLP's first).\n\n"

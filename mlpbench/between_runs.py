@@ -1,0 +1,85 @@
+"""How far a case moves between fresh processes when nothing about it changed: the part of the
+gate's threshold that the samples of one process cannot show.
+
+Within one process a case's device-time samples are tight (a robust coefficient of variation of
+0.1–0.5% is usual on an H200), so the gate's within-run rule (three of those, at least the floor)
+is sharp. Between fresh processes, the same generated code with the same launch configurations
+moves further: on H200s the compiled nn.Linear at 8192 × 4096 → 4096 (a cuBLAS GEMM, no Triton
+kernel) spread 5–6% over five processes on three machines, and Inductor's fp16 GeLU·mul at
+4096 × 16384 3.7% (docs/compiled-aa.md). A gate that flags those moves blames a commit for the
+process it ran in.
+
+So each case's between-run noise is measured, not guessed: the standard deviation of the log of
+its median device time over A/A runs (fresh processes, fresh compiler caches) in which its
+generated code was the same (one codegen fingerprint: same kernels, sources, picks and settings),
+at least MIN_RUNS of them. The gate's threshold for the case is then at least MULTIPLE of those
+(the same three noise units as the within-run rule). The measurement lives in
+results/between-runs/<machine>.json, written by `scripts/compiled_aa.py --between` from the runs
+it names; a machine or case without one keeps the within-run rule alone.
+
+Importing this module imports no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import Counter
+from pathlib import Path
+
+FOLDER = "between-runs"  # under the results root, beside asv/ and codegen/
+MULTIPLE = 3.0
+MIN_RUNS = 3  # fewer same-code runs give no allowance: a standard deviation of two points is not one
+VERSION = 1
+
+
+def path_for(results_root: Path, machine: str) -> Path:
+    return Path(results_root) / FOLDER / f"{machine}.json"
+
+
+def measure(runs: list[dict[str, dict]]) -> dict[str, dict]:
+    """Per case measured in every run: the spread of its median over the runs that share its most
+    common codegen fingerprint (cases without one, not compiled, use every run). `runs`: one
+    {case id: record extra_info} per fresh process."""
+    common = set.intersection(*(set(r) for r in runs)) if runs else set()
+    out = {}
+    for case in sorted(common):
+        infos = [r[case] for r in runs]
+        fingerprint, _ = Counter(i.get("codegen_fingerprint") for i in infos).most_common(1)[0]
+        same = [i for i in infos if i.get("codegen_fingerprint") == fingerprint]
+        entry = {"same_code_runs": len(same), "runs": len(infos),
+                 "medians_s": [i["device_time_s"] for i in same]}
+        if len(same) >= MIN_RUNS:
+            sd = statistics.stdev(math.log(i["device_time_s"]) for i in same)
+            entry["log_sd"] = sd
+            entry["allowance"] = MULTIPLE * sd
+        out[case] = entry
+    return out
+
+
+def write(path: Path, machine: str, sources: list[str], cases: dict[str, dict]) -> None:
+    from .atomic import write_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {
+        "version": VERSION, "machine": machine, "multiple": MULTIPLE, "min_runs": MIN_RUNS,
+        "method": ("per case: standard deviation of log(median device time) over the A/A runs with its most "
+                   "common codegen fingerprint; allowance = multiple × that"),
+        "runs": sources, "cases": cases})
+
+
+def load(results_root: Path | None, machine: str) -> dict[str, float]:
+    """{case id: allowance} for `machine` ({} when nothing was measured there). A file that cannot
+    be read is an error naming it: a gate that silently fell back to tighter thresholds would flag
+    the noise this file exists to explain."""
+    if results_root is None:
+        return {}
+    path = path_for(results_root, machine)
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        return {case: float(e["allowance"]) for case, e in doc["cases"].items() if "allowance" in e}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a readable between-runs file ({type(exc).__name__}: {exc})") from None
