@@ -116,6 +116,15 @@ def _act(g, ACT: tl.constexpr):
 
 
 @triton.jit
+def _tile(tile, tiles_m, per_group, GROUP_M: tl.constexpr):
+    """Grouped order: GROUP_M consecutive row tiles walk the column tiles together, so each column
+    tile's weights are read from L2 by GROUP_M row tiles. Returns (row tile, column tile)."""
+    first_m = (tile // per_group) * GROUP_M
+    rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)
+    return first_m + (tile % per_group) % rows_in_group, (tile % per_group) // rows_in_group
+
+
+@triton.jit
 def _gate_up_kernel(
     x, wg, wu, out,  # tensor descriptors (TMA) or pointers
     M, N, K,
@@ -135,11 +144,7 @@ def _gate_up_kernel(
     # FLATTEN: the tile and K loops become one software-pipelined loop, so the next tile's first
     # loads are in flight while this tile's epilogue runs.
     for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
-        # Grouped order: GROUP_M consecutive row tiles walk the column tiles together.
-        first_m = (tile // per_group) * GROUP_M
-        rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % per_group) % rows_in_group
-        pid_n = (tile % per_group) // rows_in_group
+        pid_m, pid_n = _tile(tile, tiles_m, per_group, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         rm = (off_m + tl.arange(0, BLOCK_M)).to(tl.int64)
@@ -170,6 +175,62 @@ def _gate_up_kernel(
         if TMA:
             out.store([off_m, off_n], h.to(out.dtype))
         else:
+            mask = (rm[:, None] < M) & (rn[None, :] < N)
+            tl.store(out + rm[:, None] * stride_om + rn[None, :], h.to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _interleaved_kernel(
+    x, w, out,  # tensor descriptors (TMA) or pointers; w: [2N, K], gate row j at 2j, up row j at 2j + 1
+    M, N, K,
+    stride_xm, stride_w, stride_om,
+    ACT: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PROGRAMS: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    TMA: tl.constexpr,
+    IEEE: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """The same product from interleaved weights: one GEMM of x against 2·BLOCK_N weight rows per
+    tile, so each K step is a single BLOCK_M × 2·BLOCK_N × BLOCK_K dot (on Hopper one wgmma of
+    N = 256 at BLOCK_N 128, x's tile read from shared memory once) into one float32 accumulator whose
+    columns alternate gate and up. The epilogue splits that accumulator's column pairs (reshape to
+    [BLOCK_M, BLOCK_N, 2], then split: each thread already holds both halves of a pair) and writes
+    act(gate)·up, BLOCK_M × BLOCK_N of h."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    k_steps = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
+        pid_m, pid_n = _tile(tile, tiles_m, per_group, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        rm = (off_m + tl.arange(0, BLOCK_M)).to(tl.int64)
+        rw = (2 * off_n + tl.arange(0, 2 * BLOCK_N)).to(tl.int64)
+        acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+        for step in range(k_steps):
+            off_k = step * BLOCK_K
+            if TMA:
+                a = x.load([off_m, off_k])
+                b = w.load([2 * off_n, off_k])
+            else:
+                rk = off_k + tl.arange(0, BLOCK_K)
+                k_in = rk[None, :] < K
+                a = tl.load(x + rm[:, None] * stride_xm + rk[None, :], mask=(rm[:, None] < M) & k_in, other=0.0)
+                b = tl.load(w + rw[:, None] * stride_w + rk[None, :], mask=(rw[:, None] < 2 * N) & k_in, other=0.0)
+            if UPCAST:
+                a, b = a.to(tl.float32), b.to(tl.float32)
+            if IEEE:
+                acc = tl.dot(a, b.T, acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, b.T, acc)
+        g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+        h = _act(g, ACT) * u
+        if TMA:
+            out.store([off_m, off_n], h.to(out.dtype))
+        else:
+            rn = (off_n + tl.arange(0, BLOCK_N)).to(tl.int64)
             mask = (rm[:, None] < M) & (rn[None, :] < N)
             tl.store(out + rm[:, None] * stride_om + rn[None, :], h.to(out.dtype.element_ty), mask=mask)
 
@@ -238,6 +299,43 @@ def _launch(x2, wg, wu, out2, act: int, config, use_tma) -> None:
             ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
             FLATTEN=persistent == 1, TMA=tma,
             IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps, num_stages=stages,
+        )
+
+
+def interleave(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
+    """[2·hidden, dim]: gate row j at 2j, up row j at 2j + 1. Made once when a model is loaded
+    (layers.interleave_gate_up), never per call."""
+    if w_gate.shape != w_up.shape or w_gate.dim() != 2:
+        raise ValueError(f"interleave: w_gate.shape={tuple(w_gate.shape)} and w_up.shape={tuple(w_up.shape)} must "
+                         "be the same 2-D shape [hidden, dim]")
+    return torch.stack((w_gate, w_up), dim=1).reshape(2 * w_gate.shape[0], w_gate.shape[1]).contiguous()
+
+
+def _launch_interleaved(x2, w, out2, act: int, config, use_tma) -> None:
+    bm, bn, bk, group, warps, stages, persistent = config
+    m, k = x2.shape
+    n = w.shape[0] // 2
+    tensors = (x2, w, out2)
+    tma = _can_use_tma(tensors) if use_tma is None else use_tma
+    if tma and not all(_aligned(t) for t in tensors):
+        raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
+                         f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
+    if tma:
+        args = (TensorDescriptor.from_tensor(x2, [bm, bk]), TensorDescriptor.from_tensor(w, [2 * bn, bk]),
+                TensorDescriptor.from_tensor(out2, [bm, bn]))
+    else:
+        args = tensors
+    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+    sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
+        if x2.device.type == "cuda" else 4
+    programs = min(tiles, sms) if persistent else tiles
+    with torch.cuda.device(x2.device) if x2.device.type == "cuda" else contextlib.nullcontext():
+        _interleaved_kernel[(programs,)](
+            *args, m, n, k, x2.stride(0), w.stride(0), out2.stride(0),
+            ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
+            FLATTEN=persistent == 1, TMA=tma,
+            IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps,
+            num_stages=stages,
         )
 
 
