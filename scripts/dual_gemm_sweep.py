@@ -122,6 +122,40 @@ def _layouts(dg, names, dtypes, gen, record) -> None:
             torch.cuda.empty_cache()
 
 
+BACKWARD_SHAPES = ((8192, 768, 3072), (8192, 4096, 14336))
+
+
+def _backward(dg, names, dtypes, gen, record) -> None:
+    """Training's cost: forward and the gradients of x, Wg and Wu for a given dh, ours (fused forward,
+    backward recomputing gate and up with cuBLAS) against eager PyTorch (which keeps gate and up from
+    its forward), each checked against float64 first."""
+    for name in names:
+        dtype = dtypes[name]
+        for m, k, n in BACKWARD_SHAPES:
+            x = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen).requires_grad_()
+            wg = (torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k**0.5).requires_grad_()
+            wu = (torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k**0.5).requires_grad_()
+            dh = torch.randn(m, n, device="cuda", dtype=dtype, generator=gen)
+            impls = {
+                "ours_forward_backward": lambda: torch.autograd.grad(dg.gate_up_act_mul(x, wg, wu), (x, wg, wu), dh),
+                "eager_forward_backward": lambda: torch.autograd.grad(
+                    F.gelu(F.linear(x, wg), approximate="tanh") * F.linear(x, wu), (x, wg, wu), dh),
+            }
+            x64, wg64, wu64 = (t.detach().double().requires_grad_() for t in (x, wg, wu))
+            want = torch.autograd.grad(F.gelu(x64 @ wg64.T, approximate="tanh") * (x64 @ wu64.T), (x64, wg64, wu64),
+                                       dh.double())
+            base = dict(dtype=name, tokens=m, dim=k, hidden=n, why="backward")
+            for impl, fn in impls.items():
+                got = fn()
+                err = max(((g.double() - w).norm() / w.norm()).item() for g, w in zip(got, want))
+                if not err <= 2 * TOLERANCE[dtype]:
+                    record(**base, impl=impl, error=f"gradient error {err:.2e} exceeds {2 * TOLERANCE[dtype]:.0e}")
+                    continue
+                record(**base, impl=impl, max_rel_err=err, **_time(fn))
+            del x, wg, wu, dh, x64, wg64, wu64, want
+            torch.cuda.empty_cache()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, required=True)
@@ -130,6 +164,8 @@ def main(argv=None) -> int:
                     help="only the token sweep, with the kernel's own CONFIGS: where fusing starts to pay")
     ap.add_argument("--layouts", action="store_true",
                     help="the interleaved-weight kernel against the two-accumulator one (bf16, fp16)")
+    ap.add_argument("--backward", action="store_true",
+                    help="forward + backward of act(x·Wgᵀ)·(x·Wuᵀ): ours (backward by recomputation) against eager")
     a = ap.parse_args(argv)
     dg = sources.local_kernel("gated_dual_gemm")
     ours = sources.local_kernel("gelu_mul")
@@ -144,6 +180,9 @@ def main(argv=None) -> int:
 
     if a.layouts:
         _layouts(dg, [n for n in a.dtypes if n != "fp32"], dtypes, gen, record)
+        a.dtypes = []
+    if a.backward:
+        _backward(dg, [n for n in a.dtypes if n != "fp32"], dtypes, gen, record)
         a.dtypes = []
     for name in a.dtypes:
         dtype = dtypes[name]

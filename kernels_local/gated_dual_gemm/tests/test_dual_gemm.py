@@ -60,7 +60,7 @@ def launches(impl, monkeypatch):
 
             return record
 
-    for name in ("_gate_up_kernel", "_act_mul_kernel"):
+    for name in ("_gate_up_kernel", "_gate_up_interleaved_kernel", "_act_mul_kernel"):
         monkeypatch.setattr(impl, name, Recording(name, getattr(impl, name)))
     return calls
 
@@ -86,7 +86,7 @@ def rel_err(actual, expected):
 
 
 def test_loads_through_kernels(kernel):
-    assert callable(kernel.gate_up_act_mul)
+    assert callable(kernel.gate_up_act_mul) and callable(kernel.gate_up_act_mul_interleaved)
     assert {"GeGLUMLP", "SwiGLUMLP"} <= set(dir(kernel.layers))
     assert kernel.layers.GeGLUMLP.has_backward and kernel.layers.GeGLUMLP.can_torch_compile
 
@@ -284,7 +284,7 @@ def test_kernelize_layer(kernel, launches, layer, training, compiled):
         mode |= kernels.Mode.TORCH_COMPILE
     model = _kernelized(layer, mode)
     assert model.forward.__func__ is getattr(kernel.layers, layer).forward
-    x = torch.randn(2, 130, 32, device=DEVICE, dtype=torch.bfloat16, requires_grad=training)  # 260 rows: fused
+    x = torch.randn(2, 160, 32, device=DEVICE, dtype=torch.bfloat16, requires_grad=training)  # 320 rows: fused
     x64 = x.detach().double().requires_grad_()
     w64 = {n: getattr(model, n).weight.detach().double().requires_grad_() for n in ("gate_proj", "up_proj", "down_proj")}
     y64 = F.linear(ACTS[LAYERS[layer]](F.linear(x64, w64["gate_proj"])) * F.linear(x64, w64["up_proj"]),
@@ -301,3 +301,108 @@ def test_kernelize_layer(kernel, launches, layer, training, compiled):
         assert rel_err(x.grad, x64.grad) <= 2 * TOL[torch.bfloat16]
         for n in ("gate_proj", "up_proj", "down_proj"):
             assert rel_err(getattr(model, n).weight.grad, w64[n].grad) <= 2 * TOL[torch.bfloat16], n
+
+
+# --- interleaved weights: interleave(w_gate, w_up) once, then one accumulator per tile ----------------
+
+def test_interleave_alternates_gate_and_up_rows(kernel):
+    _, wg, wu = inputs(4, 16, 24, torch.float32)
+    w = kernel.interleave(wg, wu)
+    assert w.shape == (48, 16) and w.is_contiguous()
+    assert torch.equal(w[0::2], wg) and torch.equal(w[1::2], wu)
+    with pytest.raises(ValueError, match=r"w_gate.shape=\(24, 16\) and w_up.shape=\(23, 16\) must be the same"):
+        kernel.interleave(wg, wu[:23])
+
+
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_interleaved_forward(kernel, launches, shape, dtype, act):
+    x, wg, wu = inputs(*shape, dtype)
+    out = kernel.gate_up_act_mul_interleaved(x, kernel.interleave(wg, wu), act, fused=True)
+    assert out.shape == (shape[0], shape[2]) and out.dtype == dtype
+    assert rel_err(out, reference(x, wg, wu, act)) <= TOL[dtype]
+    assert [c.name for c in launches] == ["_gate_up_interleaved_kernel"]
+
+
+@pytest.mark.parametrize("tma", [False, True], ids=["pointers", "descriptors"])
+@pytest.mark.parametrize("persistent", [0, 1, 2])
+def test_interleaved_tile_walks_and_loads(kernel, launches, persistent, tma):
+    """Each way of walking tiles (one program per tile; per SM, flattened or not) and of loading them
+    covers every tile of a ragged grid: 133 rows and 152 columns of h in 32 × 16 tiles."""
+    x, wg, wu = inputs(133, 48, 152, torch.bfloat16, seed=2)
+    out = kernel.gate_up_act_mul_interleaved(x, kernel.interleave(wg, wu), fused=True,
+                                             _config=(32, 16, 16, 2, 4, 2, persistent), _tma=tma)
+    assert rel_err(out, reference(x, wg, wu, "gelu_tanh")) <= TOL[torch.bfloat16]
+    assert launches[0].meta["TMA"] is tma and launches[0].meta["FLATTEN"] is (persistent == 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_interleaved_policy_empty_and_strided_rows(kernel, launches, dtype):
+    """Few tokens: the unfused path, its GEMMs on the two halves as views (no copy of the weights);
+    empty inputs launch nothing; strided rows of x are read in place."""
+    n = kernel.MIN_FUSED_TOKENS
+    x, wg, wu = inputs(n, 32, 48, dtype)
+    w = kernel.interleave(wg, wu)
+    for m in (1, n - 1, n):
+        out = kernel.gate_up_act_mul_interleaved(x[:m], w)
+        assert rel_err(out, reference(x[:m], wg, wu, "gelu_tanh")) <= TOL[dtype]
+    fused = dtype != torch.float32
+    assert [c.name for c in launches] == ["_act_mul_kernel"] * 2 + [
+        "_gate_up_interleaved_kernel" if fused else "_act_mul_kernel"]
+    assert kernel.gate_up_act_mul_interleaved(x[:0], w, fused=True).shape == (0, 48) and len(launches) == 3
+    wide = torch.randn(n, 50, device=DEVICE, dtype=dtype)
+    out = kernel.gate_up_act_mul_interleaved(wide[:, 3:35], w, fused=True)
+    assert launches[-1].args[0].data_ptr() == wide[:, 3:35].data_ptr()
+    assert rel_err(out, reference(wide[:, 3:35], wg, wu, "gelu_tanh")) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("m", [1, 300])
+def test_interleaved_backward(kernel, dtype, m):
+    x, wg, wu = inputs(m, 32, 48, dtype)
+    x.requires_grad_()
+    w = kernel.interleave(wg, wu).requires_grad_()
+    dy = inputs(m, 48, 1, dtype, seed=3)[0]
+    kernel.gate_up_act_mul_interleaved(x, w, "silu").backward(dy)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    (ACTS["silu"](x64 @ w64[0::2].T) * (x64 @ w64[1::2].T)).backward(dy.double())
+    assert rel_err(x.grad, x64.grad) <= 2 * TOL[dtype] and rel_err(w.grad, w64.grad) <= 2 * TOL[dtype]
+
+
+def test_interleaved_errors(kernel):
+    x, wg, wu = inputs(64, 32, 48, torch.float32)
+    f = kernel.gate_up_act_mul_interleaved
+    with pytest.raises(ValueError, match=r"w_gate_up must be 2-D \[2·hidden, dim\].*got \(95, 32\)"):
+        f(x, kernel.interleave(wg, wu)[:95])
+    with pytest.raises(ValueError, match=r"got \(96, 32, 1\)"):
+        f(x, kernel.interleave(wg, wu)[..., None])
+    with pytest.raises(ValueError, match=r"its last dimension must be w_gate.shape\[1\]=32"):
+        f(x[:, :31], kernel.interleave(wg, wu))
+    with pytest.raises(TypeError, match="must match x.dtype=torch.float32"):
+        f(x, kernel.interleave(wg, wu).half())
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "torch.compile"])
+def test_kernelized_layer_takes_interleaved_weights_without_gradients(kernel, launches, compiled):
+    """interleave_gate_up at load time gives the MLP a buffer of interleaved weights: inference then
+    launches the interleaved kernel (under torch.compile too, fullgraph), training the two-weight one
+    (its gradients reach gate_proj and up_proj)."""
+    torch._dynamo.reset()
+    mode = kernels.Mode.INFERENCE | (kernels.Mode.TORCH_COMPILE if compiled else kernels.Mode.INFERENCE)
+    model = _kernelized("GeGLUMLP", mode)
+    assert kernel.interleave_gate_up(model) == 1
+    assert torch.equal(model.gate_up_interleaved[0::2], model.gate_proj.weight)
+    assert "gate_up_interleaved" not in model.state_dict()  # a derived copy, not saved with the model
+    x = torch.randn(320, 32, device=DEVICE, dtype=torch.bfloat16)
+    x64 = x.double()
+    w64 = {n: getattr(model, n).weight.detach().double() for n in ("gate_proj", "up_proj", "down_proj")}
+    y64 = F.linear(ACTS["gelu_tanh"](F.linear(x64, w64["gate_proj"])) * F.linear(x64, w64["up_proj"]), w64["down_proj"])
+    run = torch.compile(model, fullgraph=True) if compiled else model
+    with torch.no_grad():
+        out = run(x)
+    assert [c.name for c in launches] == ["_gate_up_interleaved_kernel"]
+    assert rel_err(out, y64) <= TOL[torch.bfloat16]
+    if not compiled:
+        model(x).sum().backward()  # weights require grad: the two-weight kernel, gradients to the Linears
+        assert launches[-1].name == "_gate_up_kernel" and model.gate_proj.weight.grad is not None

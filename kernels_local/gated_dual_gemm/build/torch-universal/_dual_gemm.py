@@ -67,12 +67,22 @@ CONFIGS = {
 }
 # Fewer tokens than this take the unfused path (two cuBLAS GEMMs, then one act·mul kernel): with
 # BLOCK_M = 128 a few hundred tokens fill few tiles (24 at the blog's hidden size), where cuBLAS
-# picks smaller tiles or splits K. Measured on the H200 (the sweep above): fused 11.7 µs at 333
-# tokens (bf16) against 13.4 for two cuBLAS GEMMs and a fused GeLU·mul. The crossover sweep taken
-# after the suite measured this value (results/logs/h200-20261201-dualgemm/dual-gemm-crossover.json)
-# has the fused kernel flat at 11.5 µs up to 512 tokens, losing at 256 (against 10.5): the crossover
-# lies between 256 and 333, to be set once the suite has measured it.
-MIN_FUSED_TOKENS = 256
+# picks smaller tiles or splits K. On the H200, at the blog's dims (bf16), the fused kernels stay
+# near 11.5 µs up to 512 tokens while the unfused path takes 10.4 µs at 256 tokens and 12.8 at 333
+# (results/logs/h200-20261201-layouts/dual-gemm-layouts.json; the same crossover in
+# results/logs/h200-20261201-dualgemm/dual-gemm-crossover.json): the crossover lies between.
+MIN_FUSED_TOKENS = 300
+# The interleaved-weight kernel (_gate_up_interleaved_kernel), same tuple. Chosen by
+# `scripts/dual_gemm_sweep.py --layouts` on an H200 (results/logs/h200-20261201-layouts/dual-gemm-layouts.json):
+# one program per SM, tile and K loops flattened, won 17 of the 20 shapes and dtypes swept; bf16 at
+# 8192 × 768 → 3072: 129.4 µs against 137.5 for the two-accumulator kernel and 127.5 for cuBLAS's two
+# GEMMs alone (no act·mul); at 8192 × 4096 → 14336, 2,794 against 2,933 (cuBLAS 2,764). float32
+# (fused on request only) keeps its accumulator at 64 registers per thread.
+INTERLEAVED_CONFIGS = {
+    torch.bfloat16: (128, 128, 64, 8, 8, 3, 1),
+    torch.float16: (128, 128, 64, 8, 8, 3, 1),
+    torch.float32: (64, 64, 32, 8, 4, 3, 1),
+}
 
 
 def _config_for(dtype: torch.dtype) -> tuple:
@@ -180,7 +190,7 @@ def _gate_up_kernel(
 
 
 @triton.jit
-def _interleaved_kernel(
+def _gate_up_interleaved_kernel(
     x, w, out,  # tensor descriptors (TMA) or pointers; w: [2N, K], gate row j at 2j, up row j at 2j + 1
     M, N, K,
     stride_xm, stride_w, stride_om,
@@ -330,7 +340,7 @@ def _launch_interleaved(x2, w, out2, act: int, config, use_tma) -> None:
         if x2.device.type == "cuda" else 4
     programs = min(tiles, sms) if persistent else tiles
     with torch.cuda.device(x2.device) if x2.device.type == "cuda" else contextlib.nullcontext():
-        _interleaved_kernel[(programs,)](
+        _gate_up_interleaved_kernel[(programs,)](
             *args, m, n, k, x2.stride(0), w.stride(0), out2.stride(0),
             ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
             FLATTEN=persistent == 1, TMA=tma,
@@ -464,27 +474,89 @@ def _setup_context(ctx, inputs, output):
     ctx.act = ACTIVATIONS[activation]
 
 
-def _autograd_backward(ctx, grad_h):
+def _backward(x, w_gate, w_up, act: int, grad_h, needs: tuple[bool, bool, bool]):
     """Recompute gate and up (two GEMMs), then dgate = dh·up·act'(gate), dup = dh·act(gate) and the
-    GEMMs of x's and the weights' gradients."""
-    x, w_gate, w_up = ctx.saved_tensors
+    GEMMs of x's and the weights' gradients (those `needs` asks for, else None)."""
     k = x.shape[-1]
     x2 = x.reshape(-1, k)
     dh = grad_h.reshape(x2.shape[0], -1).float()
     g = torch.nn.functional.linear(x2, w_gate).float()
     u = torch.nn.functional.linear(x2, w_up).float()
-    a, slope = _act_and_slope(g, ctx.act)
+    a, slope = _act_and_slope(g, act)
     d_gate = (dh * u * slope).to(x.dtype)
     d_up = (dh * a).to(x.dtype)
-    dx = (d_gate @ w_gate + d_up @ w_up).view(x.shape) if ctx.needs_input_grad[0] else None
-    dwg = d_gate.t() @ x2 if ctx.needs_input_grad[1] else None
-    dwu = d_up.t() @ x2 if ctx.needs_input_grad[2] else None
-    return dx, dwg, dwu, None, None, None
+    dx = (d_gate @ w_gate + d_up @ w_up).view(x.shape) if needs[0] else None
+    dwg = d_gate.t() @ x2 if needs[1] else None
+    dwu = d_up.t() @ x2 if needs[2] else None
+    return dx, dwg, dwu
+
+
+def _autograd_backward(ctx, grad_h):
+    return (*_backward(*ctx.saved_tensors, ctx.act, grad_h, ctx.needs_input_grad[:3]), None, None, None)
 
 
 _forward_op = torch.library.custom_op(f"{_NAMESPACE}::gate_up_act_mul", _forward, mutates_args=())
 _forward_op.register_fake(_fake_forward)
 _forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+
+def _halves(w_gate_up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gate and up weights inside an interleaved one, as views (row stride 2·dim, no copy)."""
+    return w_gate_up[0::2], w_gate_up[1::2]
+
+
+def _check_interleaved(x, w_gate_up, activation) -> None:
+    if not isinstance(w_gate_up, torch.Tensor) or w_gate_up.dim() != 2 or w_gate_up.shape[0] % 2:
+        shape = tuple(w_gate_up.shape) if isinstance(w_gate_up, torch.Tensor) else type(w_gate_up).__name__
+        raise ValueError(f"gate_up_act_mul_interleaved: w_gate_up must be 2-D [2·hidden, dim] (interleave(w_gate, "
+                         f"w_up)), got {shape}")
+    _check_inputs(x, *_halves(w_gate_up), activation)
+
+
+def _forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str, fused: int,
+                         config: list[int]) -> torch.Tensor:
+    """As _forward, from interleaved weights; the unfused path multiplies by the two halves as views."""
+    _check_interleaved(x, w_gate_up, activation)
+    n = w_gate_up.shape[0] // 2
+    x2 = _rows(x)
+    act = ACTIVATIONS[activation]
+    out_shape = (*x.shape[:-1], n)
+    if x2.shape[0] == 0 or n == 0:
+        return torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    use_fused = fused_pays(x2.shape[0], x.dtype) if fused < 0 else bool(fused)
+    _check_runnable(x.device)
+    if not use_fused:
+        return _unfused(x2, *_halves(w_gate_up), act).view(out_shape)
+    cfg = tuple(config[:7]) if config else INTERLEAVED_CONFIGS[x.dtype]
+    tma = None if len(config) < 8 or config[7] < 0 else bool(config[7])
+    out2 = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
+    _launch_interleaved(x2, w_gate_up.contiguous(), out2, act, cfg, tma)
+    return out2.view(out_shape)
+
+
+def _fake_forward_interleaved(x, w_gate_up, activation, fused, config):
+    _check_interleaved(x, w_gate_up, activation)
+    return torch.empty((*x.shape[:-1], w_gate_up.shape[0] // 2), dtype=x.dtype, device=x.device)
+
+
+def _setup_context_interleaved(ctx, inputs, output):
+    x, w_gate_up, activation, _, _ = inputs
+    ctx.save_for_backward(x, w_gate_up)
+    ctx.act = ACTIVATIONS[activation]
+
+
+def _autograd_backward_interleaved(ctx, grad_h):
+    """The two-weight backward on the halves; the weights' gradient interleaved like the weights."""
+    x, w_gate_up = ctx.saved_tensors
+    dx_needed, w_needed = ctx.needs_input_grad[:2]
+    dx, dwg, dwu = _backward(x, *_halves(w_gate_up), ctx.act, grad_h, (dx_needed, w_needed, w_needed))
+    return dx, (interleave(dwg, dwu) if w_needed else None), None, None, None
+
+
+_interleaved_op = torch.library.custom_op(f"{_NAMESPACE}::gate_up_act_mul_interleaved", _forward_interleaved,
+                                          mutates_args=())
+_interleaved_op.register_fake(_fake_forward_interleaved)
+_interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=_setup_context_interleaved)
 
 
 # --------------------------------------------------------------------------- #
@@ -508,3 +580,16 @@ def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, a
     if _tma is not None:
         cfg = (cfg or list(_config_for(x.dtype))) + [int(_tma)]
     return _ops.gate_up_act_mul(x, w_gate, w_up, activation, -1 if fused is None else int(fused), cfg)
+
+
+def gate_up_act_mul_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str = "gelu_tanh", *,
+                                fused: bool | None = None, _config=None, _tma: bool | None = None) -> torch.Tensor:
+    """gate_up_act_mul from weights laid out once by interleave(w_gate, w_up) ([2·hidden, dim], gate
+    and up rows alternating): the fused path is one GEMM-shaped kernel with a single accumulator per
+    tile (the faster kernel on Hopper: see INTERLEAVED_CONFIGS); otherwise the same as
+    gate_up_act_mul, whose arguments these are."""
+    _check_interleaved(x, w_gate_up, activation)
+    cfg = list(_check_config(_config)) if _config is not None else []
+    if _tma is not None:
+        cfg = (cfg or list(INTERLEAVED_CONFIGS[x.dtype])) + [int(_tma)]
+    return _ops.gate_up_act_mul_interleaved(x, w_gate_up, activation, -1 if fused is None else int(fused), cfg)
