@@ -243,3 +243,18 @@ def test_plain_asv_run_in_a_virtualenv_it_makes_runs_our_kernel_from_the_install
     row = dict(zip(doc["result_columns"], doc["results"]["quick.GeluMulTrainHost.track_host_time"]))
     values = dict(zip(itertools.product(*row["params"]), row["result"]))
     assert values[("'eager'", "'fp32'", "'t333-h3000'")] > 0
+
+
+def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
+    # ASV passes no ASV_CONF_DIR to benchmark processes: the family module ASV imports names the
+    # results root itself, and it must be the parent of asv.conf.json's results_dir (where the gate
+    # looks for results/codegen/).
+    conf = json.loads("\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines()
+                                if not l.strip().startswith("//")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASV")}
+    code = "import mlpbench.asv_suite as s, quick; print(s.RESULTS)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT / conf["benchmark_dir"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Path(proc.stdout.strip()) == (ROOT / conf["results_dir"]).parent
+    assert asv_suite.RESULTS is None  # building the classes in a test writes nowhere

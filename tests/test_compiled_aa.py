@@ -29,9 +29,28 @@ def test_moves_with_other_picks_are_explained_and_others_are_not(tmp_path):
     runs = [_run(tmp_path / "1.json", 36.5e-6, 1024, 1, 1), _run(tmp_path / "2.json", 36.6e-6, 1024, 1, 2),
             _run(tmp_path / "3.json", 51.9e-6, 512, 2, 3), _run(tmp_path / "4.json", 45.0e-6, 1024, 1, 4)]
     md, counts = compiled_aa.table(runs)
-    assert counts == {"cases": 1, "flagged": 2, "explained": 1, "picks differ": 1}
+    assert {k: counts[k] for k in ("cases", "flagged", "explained", "picks differ")} == {
+        "cases": 1, "flagged": 2, "explained": 1, "picks differ": 1}
     assert "XBLOCK 512 instead of 1024" in md and "unexplained" in md
     assert "36.5 / 36.6 / 51.9 / 45.0" in md
+
+
+def test_between_run_noise_from_the_first_runs_and_the_later_runs_counted_apart(tmp_path):
+    # Runs 1-4 share their code and spread ~2.5%: that sets the threshold (3 standard deviations of
+    # the log median, ~6%). Run 5 (same code, 4% slower) is within it; run 6 (other pick) is not.
+    medians = (36.5e-6, 37.4e-6, 36.0e-6, 37.0e-6)
+    runs = [_run(tmp_path / f"{k}.json", m, 1024, 1, k) for k, m in enumerate(medians, 1)]
+    runs += [_run(tmp_path / "5.json", 38.0e-6, 1024, 1, 5), _run(tmp_path / "6.json", 51.9e-6, 512, 2, 6)]
+    between = tmp_path / "between" / "h200.json"
+    assert compiled_aa.main([*map(str, runs), "--calibration", "4", "--between", str(between),
+                             "--output", str(tmp_path / "aa.md")]) == 0
+    entry = json.loads(between.read_text())["cases"][CASE]
+    assert entry["same_code_runs"] == 4 and 0.04 < entry["allowance"] < 0.08
+    page = (tmp_path / "aa.md").read_text()
+    assert "(between-run noise)" in page and "unexplained" not in page
+    assert "Runs 5–6 were not used to measure the between-run noise: against run 1 the gate flagged 1 of 2 case pairs" in page
+    assert "run 6: regression" in page and "run 5:" not in page
+    assert compiled_aa.main([*map(str, runs), "--calibration", "7"]) == 2
 
 
 def test_the_alone_table_sets_each_case_against_the_runs_after_the_others(tmp_path):
@@ -59,3 +78,7 @@ def test_the_committed_a_a_page_is_what_the_committed_runs_give(committed_result
     assert compiled_aa.main([*args, "--output", str(out)]) == 0
     regenerated = out.read_text().replace(str(committed_results) + "/", "results/")
     assert regenerated == page, "docs/compiled-aa.md is stale: rerun the command in its header"
+    # ... and the between-run noise the gate reads for the H200 is what those runs give
+    between = json.loads((committed_results / "between-runs" / "h200.json").read_text())
+    between["runs"] = [r.replace(str(committed_results) + "/", "results/") for r in between["runs"]]
+    assert between == json.loads((ROOT / "results" / "between-runs" / "h200.json").read_text())
