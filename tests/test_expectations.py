@@ -92,7 +92,7 @@ def test_dualgemm_expectations_split_where_the_kernel_decides_to_fuse():
 
     kernel = sources.local_kernel("gated_dual_gemm")
     fused = ["_gate_up_interleaved_kernel", "nvjet_sm90_tst_256x128"]
-    unfused = ["nvjet_a", "nvjet_b", "_act_mul_kernel", "nvjet_c"]
+    unfused = ["nvjet_a", "_act_mul_pairs_kernel", "nvjet_c"]
     n = kernel.MIN_FUSED_TOKENS
     for t, dtype in ((n, "bf16"), (8192, "fp16"), (n - 1, "bf16"), (8192, "fp32"), (1, "fp32")):
         torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]

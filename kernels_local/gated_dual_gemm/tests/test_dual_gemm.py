@@ -60,7 +60,7 @@ def launches(impl, monkeypatch):
 
             return record
 
-    for name in ("_gate_up_kernel", "_gate_up_interleaved_kernel", "_act_mul_kernel"):
+    for name in ("_gate_up_kernel", "_gate_up_interleaved_kernel", "_act_mul_kernel", "_act_mul_pairs_kernel"):
         monkeypatch.setattr(impl, name, Recording(name, getattr(impl, name)))
     return calls
 
@@ -339,18 +339,24 @@ def test_interleaved_tile_walks_and_loads(kernel, launches, persistent, tma):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_interleaved_policy_empty_and_strided_rows(kernel, launches, dtype):
-    """Few tokens: the unfused path, its GEMMs on the two halves as views (no copy of the weights);
-    empty inputs launch nothing; strided rows of x are read in place."""
+    """Few tokens: the unfused path, one GEMM against the interleaved weights and one act·mul kernel
+    over its column pairs (odd output counts included); empty inputs launch nothing; strided rows of
+    x are read in place."""
     n = kernel.MIN_FUSED_TOKENS
     x, wg, wu = inputs(n, 32, 48, dtype)
     w = kernel.interleave(wg, wu)
     for m in (1, n - 1, n):
-        out = kernel.gate_up_act_mul_interleaved(x[:m], w)
-        assert rel_err(out, reference(x[:m], wg, wu, "gelu_tanh")) <= TOL[dtype]
+        for act in sorted(ACTS):
+            out = kernel.gate_up_act_mul_interleaved(x[:m], w, act)
+            assert rel_err(out, reference(x[:m], wg, wu, act)) <= TOL[dtype]
     fused = dtype != torch.float32
-    assert [c.name for c in launches] == ["_act_mul_kernel"] * 2 + [
-        "_gate_up_interleaved_kernel" if fused else "_act_mul_kernel"]
-    assert kernel.gate_up_act_mul_interleaved(x[:0], w, fused=True).shape == (0, 48) and len(launches) == 3
+    assert [c.name for c in launches] == ["_act_mul_pairs_kernel"] * 4 + [
+        "_gate_up_interleaved_kernel" if fused else "_act_mul_pairs_kernel"] * 2
+    launches.clear()
+    x7, wg7, wu7 = inputs(7, 32, 333, dtype)  # 2331 outputs: a ragged last block of pairs
+    out = kernel.gate_up_act_mul_interleaved(x7, kernel.interleave(wg7, wu7), fused=False)
+    assert rel_err(out, reference(x7, wg7, wu7, "gelu_tanh")) <= TOL[dtype] and len(launches) == 1
+    assert kernel.gate_up_act_mul_interleaved(x[:0], w, fused=True).shape == (0, 48) and len(launches) == 1
     wide = torch.randn(n, 50, device=DEVICE, dtype=dtype)
     out = kernel.gate_up_act_mul_interleaved(wide[:, 3:35], w, fused=True)
     assert launches[-1].args[0].data_ptr() == wide[:, 3:35].data_ptr()

@@ -268,6 +268,23 @@ def _act_mul_kernel(g, u, out, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
         tl.store(out + offs, (_act(gv, ACT) * uv).to(out.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _act_mul_pairs_kernel(y, out, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
+    """out[i] = act(y[2i])·y[2i + 1] over n outputs: the unfused interleaved path's elementwise step
+    on its one GEMM's output (gate and up in alternate columns), read once in contiguous 2·BLOCK
+    runs and split into pairs in registers."""
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    pairs = 2 * start + tl.arange(0, 2 * BLOCK)
+    if start + BLOCK <= n:  # a whole block: no mask, so loads and stores are 16-byte vectors
+        g, u = tl.split(tl.reshape(tl.load(y + pairs).to(tl.float32), (BLOCK, 2)))
+        tl.store(out + offs, (_act(g, ACT) * u).to(out.dtype.element_ty))
+    else:
+        v = tl.load(y + pairs, mask=pairs < 2 * n, other=0.0).to(tl.float32)
+        g, u = tl.split(tl.reshape(v, (BLOCK, 2)))
+        tl.store(out + offs, (_act(g, ACT) * u).to(out.dtype.element_ty), mask=offs < n)
+
+
 # --------------------------------------------------------------------------- #
 # Launch
 # --------------------------------------------------------------------------- #
@@ -364,6 +381,21 @@ def _unfused(x2, wg, wu, act: int) -> torch.Tensor:
     block = 2048 // g.element_size()  # 2 KiB per program and tensor: one 16-byte vector per thread at 4 warps
     with torch.cuda.device(g.device) if g.device.type == "cuda" else contextlib.nullcontext():
         _act_mul_kernel[(triton.cdiv(g.numel(), block),)](g, u, out, g.numel(), ACT=act, BLOCK=block, num_warps=4)
+    return out
+
+
+def _unfused_interleaved(x2, w, act: int) -> torch.Tensor:
+    """The interleaved weights' path where fusing does not pay: ONE cuBLAS GEMM against all 2·hidden
+    rows (gate and up land in alternate columns; one launch, and at a few hundred tokens faster than
+    two GEMMs on the halves: 5.9 against 8.5 µs at 256 × 768 → 3072 in bf16 on the H200, the layouts
+    sweep), then one act·mul kernel over the column pairs."""
+    y = torch.nn.functional.linear(x2, w)
+    out = torch.empty((x2.shape[0], w.shape[0] // 2), dtype=x2.dtype, device=x2.device)
+    _check_runnable(y.device)
+    block = 2048 // y.element_size()  # outputs per program: 2 KiB of h, 4 KiB of y
+    with torch.cuda.device(y.device) if y.device.type == "cuda" else contextlib.nullcontext():
+        _act_mul_pairs_kernel[(triton.cdiv(out.numel(), block),)](y, out, out.numel(), ACT=act, BLOCK=block,
+                                                                   num_warps=4)
     return out
 
 
@@ -521,7 +553,7 @@ def _check_interleaved(x, w_gate_up, activation) -> None:
 
 def _forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str, fused: int,
                          config: list[int]) -> torch.Tensor:
-    """As _forward, from interleaved weights; the unfused path multiplies by the two halves as views."""
+    """As _forward, from interleaved weights (the unfused path: _unfused_interleaved)."""
     _check_interleaved(x, w_gate_up, activation)
     n = w_gate_up.shape[0] // 2
     x2 = _rows(x)
@@ -532,7 +564,7 @@ def _forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: s
     use_fused = fused_pays(x2.shape[0], x.dtype) if fused < 0 else bool(fused)
     _check_runnable(x.device)
     if not use_fused:
-        return _unfused(x2, *_halves(w_gate_up), act).view(out_shape)
+        return _unfused_interleaved(x2, w_gate_up.contiguous(), act).view(out_shape)
     cfg = tuple(config[:7]) if config else INTERLEAVED_CONFIGS[x.dtype]
     tma = None if len(config) < 8 or config[7] < 0 else bool(config[7])
     out2 = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
