@@ -303,36 +303,37 @@ def _can_use_tma(tensors) -> bool:
     return torch.cuda.get_device_capability(t.device)[0] >= 9 and all(_aligned(v) for v in tensors)
 
 
-def _launch(x2, wg, wu, out2, act: int, config, use_tma) -> None:
+def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int) -> None:
+    """Launch `kernel` (either gate|up kernel) for h = out2 [m, n] from x2 and `weights` (wg and wu,
+    or the interleaved w, whose descriptor blocks are 2·BLOCK_N rows): tensor descriptors or
+    pointers (use_tma None: where they help), a grid of one program per tile or per SM."""
     bm, bn, bk, group, warps, stages, persistent = config
     m, k = x2.shape
-    n = wg.shape[0]
-    tensors = (x2, wg, wu, out2)
+    tensors = (x2, *weights, out2)
     tma = _can_use_tma(tensors) if use_tma is None else use_tma
     if tma and not all(_aligned(t) for t in tensors):
         raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
                          f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
-    if tma:
-        args = (
-            TensorDescriptor.from_tensor(x2, [bm, bk]),
-            TensorDescriptor.from_tensor(wg, [bn, bk]),
-            TensorDescriptor.from_tensor(wu, [bn, bk]),
-            TensorDescriptor.from_tensor(out2, [bm, bn]),
-        )
-    else:
-        args = tensors
+    w_rows = bn * 2 // len(weights)  # two weights: BLOCK_N rows each; one interleaved: 2·BLOCK_N
+    args = (TensorDescriptor.from_tensor(x2, [bm, bk]), *(TensorDescriptor.from_tensor(w, [w_rows, bk]) for w in weights),
+            TensorDescriptor.from_tensor(out2, [bm, bn])) if tma else tensors
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     # Under the CPU interpreter, 4 "SMs": persistent programs still walk several tiles each.
     sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
         if x2.device.type == "cuda" else 4
     programs = min(tiles, sms) if persistent else tiles
     with torch.cuda.device(x2.device) if x2.device.type == "cuda" else contextlib.nullcontext():
-        _gate_up_kernel[(programs,)](
-            *args, m, n, k, x2.stride(0), wg.stride(0), wu.stride(0), out2.stride(0),
+        kernel[(programs,)](
+            *args, m, n, k, x2.stride(0), *(w.stride(0) for w in weights), out2.stride(0),
             ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
             FLATTEN=persistent == 1, TMA=tma,
-            IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps, num_stages=stages,
+            IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps,
+            num_stages=stages,
         )
+
+
+def _launch(x2, wg, wu, out2, act: int, config, use_tma) -> None:
+    _run(_gate_up_kernel, x2, (wg, wu), out2, act, config, use_tma, wg.shape[0])
 
 
 def interleave(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
@@ -345,31 +346,7 @@ def interleave(w_gate: torch.Tensor, w_up: torch.Tensor) -> torch.Tensor:
 
 
 def _launch_interleaved(x2, w, out2, act: int, config, use_tma) -> None:
-    bm, bn, bk, group, warps, stages, persistent = config
-    m, k = x2.shape
-    n = w.shape[0] // 2
-    tensors = (x2, w, out2)
-    tma = _can_use_tma(tensors) if use_tma is None else use_tma
-    if tma and not all(_aligned(t) for t in tensors):
-        raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
-                         f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
-    if tma:
-        args = (TensorDescriptor.from_tensor(x2, [bm, bk]), TensorDescriptor.from_tensor(w, [2 * bn, bk]),
-                TensorDescriptor.from_tensor(out2, [bm, bn]))
-    else:
-        args = tensors
-    tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
-    sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
-        if x2.device.type == "cuda" else 4
-    programs = min(tiles, sms) if persistent else tiles
-    with torch.cuda.device(x2.device) if x2.device.type == "cuda" else contextlib.nullcontext():
-        _gate_up_interleaved_kernel[(programs,)](
-            *args, m, n, k, x2.stride(0), w.stride(0), out2.stride(0),
-            ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
-            FLATTEN=persistent == 1, TMA=tma,
-            IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps,
-            num_stages=stages,
-        )
+    _run(_gate_up_interleaved_kernel, x2, (w,), out2, act, config, use_tma, w.shape[0] // 2)
 
 
 def _unfused(x2, wg, wu, act: int) -> torch.Tensor:
