@@ -127,7 +127,7 @@ def _check(args) -> int:
         try:
             points = gate.load(args.results)
             if args.last is not None:
-                steps = gate.history(points, args.last, args.machine, threshold)
+                steps = gate.history(points, args.last, args.machine, threshold, codegen_root=args.results.parent)
                 for commit, v in steps:
                     print(f"{commit[:8]}: {v.benchmark}({v.param}) {v.ratio:.4f}× ({v.test})")
                 if not steps:

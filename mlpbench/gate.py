@@ -241,8 +241,9 @@ def attribute(verdicts: list[Verdict], base: list[Point], head: list[Point], cod
 
 
 def history(points: list[Point], last: int, machine: str | None = None,
-            threshold: float | None = None) -> list[tuple[str, Verdict]]:
-    """Regressions between consecutive commits among the `last` ones, each named by the commit that stepped up.
+            threshold: float | None = None, codegen_root: Path | None = None) -> list[tuple[str, Verdict]]:
+    """Regressions between consecutive commits among the `last` ones, each named by the commit that
+    stepped up, judged as `compare` judges them (`codegen_root`: the same results root).
 
     Only commits with a readable value count: a commit whose file was truncated, or whose benchmarks
     all failed, has nothing to compare. Fewer than two such commits is bad input, never "no regression"."""
@@ -253,7 +254,7 @@ def history(points: list[Point], last: int, machine: str | None = None,
         raise GateInputError(f"history needs readable results of at least 2 commits{where}; found {len(commits)}")
     found = []
     for (_, prev), (_, cur) in zip(commits, commits[1:]):
-        for v in compare(points, prev, cur, machine, threshold):
+        for v in compare(points, prev, cur, machine, threshold, codegen_root=codegen_root):
             if v.verdict == "regression":
                 found.append((cur, v))
     return found

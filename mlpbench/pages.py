@@ -194,7 +194,8 @@ def _keys(points: list[Point], commit: str) -> set:
     return {(p.benchmark, p.param, p.version) for p in points if p.commit == commit and p.value is not None}
 
 
-def gate_rows(points: dict[str, list[tuple[Path, Point]]], machine: str) -> tuple[tables.Table, list[str]]:
+def gate_rows(points: dict[str, list[tuple[Path, Point]]], machine: str, results_root: Path | None = None
+              ) -> tuple[tables.Table, list[str]]:
     """`mlpbench check` on the committed ASV runs: each commit of asv/ against the previous one it
     shares benchmarks with (what the nightly does), and each commit of a folder beside asv/ against the
     commit of asv/ nearest in date that shares benchmarks with it (the same commit, for an A/A pair)."""
@@ -213,7 +214,8 @@ def gate_rows(points: dict[str, list[tuple[Path, Point]]], machine: str) -> tupl
                 b = min(sharing)[1] if sharing else None
             if b is None:
                 continue
-            verdicts = gate.compare(head, b, h, machine, base_points=base)
+            # the results root: codegen records and between-run noise, as the nightly reads them
+            verdicts = gate.compare(head, b, h, machine, base_points=base, codegen_root=results_root)
             count = {k: sum(v.verdict == k for v in verdicts) for k in ("regression", "improvement")}
             flagged = sorted(v.param + ("" if v.benchmark.endswith(".track_device_time")
                                         else f" ({report.asv_metric(v.benchmark)})")
@@ -302,7 +304,7 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
                                         "failed, and the benchmark version (a new timing method is a new version; "
                                         "`mlpbench check` compares equal versions only).")
         page.table(held)
-    gated, files = gate_rows(points, machine)
+    gated, files = gate_rows(points, machine, results)
     if gated:
         detection = results.parent / "docs" / "regression-detection.md"
         page.add("## The regression gate on these runs",

@@ -88,3 +88,11 @@ def test_only_device_time_takes_the_allowance():
     point = gate.Point("h200", A, 1, "x.GeluMulDevice.track_device_time", CASE, "v", 1.0, None)
     assert gate.allowance(point, {"h200": {CASE: 0.5}}) == 0.5
     assert gate.allowance(point, {"a100": {CASE: 0.5}}) is None
+
+
+def test_history_judges_each_step_as_compare_does(asv):
+    # `check --last N` reads the same between-run noise as `check --base --head`
+    assert _check("--results", str(asv / "asv"), "--last", "2").returncode == 1
+    _between(asv, 0.06)
+    proc = _check("--results", str(asv / "asv"), "--last", "2")
+    assert proc.returncode == 0 and "no regression over the last 2 commits" in proc.stdout, proc.stdout + proc.stderr
