@@ -16,14 +16,17 @@
 #          from AA_FROM (default 1); every op in one process, so each case also runs after all the
 #          others (the MLP's first); each process its own results file
 #   after  the compiled MLP and GeLU·mul cases in one pytest process, the MLP's first
-#   asvdemo  plain `asv run` of the checked-out commit and of demo/dynamic-compile (compiled cases made
-#          dynamic-shaped), then the gate between them: what it says when the generated code changed
+#   asvdemo  plain `asv run` of the checked-out commit and of the branch DEMO_BRANCH (default
+#          demo/dynamic-compile; with .commits/, the demo commit demo.patch makes, e.g. a graph break),
+#          then the gate between them: what it says when the generated code changed
 #   alone  ALONE_CASES (case ids, space-separated), each in a process of its own: the same cases
 #          measured after every other case (the run step) and alone, for the hermetic check
 #   pinned the compiled cases PIN_CASES (a pytest -k expression) in one process, each started from
 #          the autotuner's picks recorded in PIN_FROM (a results file): MLPBENCH_PIN_AUTOTUNE
 #   dualtests  kernels_local/gated_dual_gemm's tests and the kernel repositories' build tests
-#   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover)
+#   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover,
+#          --layouts, --backward)
+#   commit only rebuild the checked-out commit (above) and print it: before commands of one's own
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
 # Logs and result files are copied to OUTDIR. Expects a Python with CUDA torch and mlpbench's
@@ -214,7 +217,9 @@ print(sum(bool(re.search(sys.argv[1], n)) for n in json.load(open("results/asv/b
         timeout "${SWEEP_TIMEOUT:-240}" python3 scripts/dual_gemm_sweep.py ${SWEEP_ARGS:-} \
             --output "$out/dual-gemm-${SWEEP_NAME:-sweep}.json" > "$out/${SWEEP_NAME:-sweep}.log" 2>&1
         echo "sweep rc=$?"; grep "^best" "$out/${SWEEP_NAME:-sweep}.log" ;;
-    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned dualtests sweep)"; exit 2 ;;
+    commit)
+        echo "commit $head" ;;
+    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned dualtests sweep commit)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"

@@ -70,7 +70,7 @@ CONFIGS = {
     torch.float16: (128, 128, 64, 8, 8, 3, 0),
     torch.float32: (128, 128, 32, 8, 8, 3, 1),
 }
-# Fewer tokens than this take the unfused path (two cuBLAS GEMMs, then one act·mul kernel): with
+# Fewer tokens than this take the unfused path (cuBLAS GEMMs, then one act·mul kernel): with
 # BLOCK_M = 128 a few hundred tokens fill few tiles (24 at the blog's hidden size), where cuBLAS
 # picks smaller tiles or splits K. On the H200, at the blog's dims (bf16), the fused kernels stay
 # near 11.5 µs up to 512 tokens while the unfused path takes 10.4 µs at 256 tokens and 12.8 at 333
@@ -80,19 +80,15 @@ MIN_FUSED_TOKENS = 300
 # The interleaved-weight kernel (_gate_up_interleaved_kernel), same tuple. Chosen by
 # `scripts/dual_gemm_sweep.py --layouts` on an H200 (results/logs/h200-20261201-layouts/dual-gemm-layouts.json):
 # one program per SM, tile and K loops flattened, was the fastest of the interleaved configurations
-# tried (8; 4 below 8192 × 768 → 3072's size) at 17 of the 20 shapes and dtypes swept (within 4.6% at the other 3); bf16 at
-# 8192 × 768 → 3072: 129.4 µs against 137.5 for the two-accumulator kernel and 127.5 for cuBLAS's two
-# GEMMs alone (no act·mul); at 8192 × 4096 → 14336, 2,794 against 2,933 (cuBLAS 2,764). float32
-# (fused on request only) keeps its accumulator at 64 registers per thread.
+# tried (8; 4 at the token sweep's shapes) at 17 of the 20 shapes and dtypes swept (within 4.6% at
+# the other 3); bf16 at 8192 × 768 → 3072: 129.4 µs against 137.5 for the two-accumulator kernel
+# and 127.5 for cuBLAS's two GEMMs alone (no act·mul); at 8192 × 4096 → 14336, 2,794 against 2,933
+# (cuBLAS 2,764). float32 (fused on request only) keeps its accumulator at 64 registers per thread.
 INTERLEAVED_CONFIGS = {
     torch.bfloat16: (128, 128, 64, 8, 8, 3, 1),
     torch.float16: (128, 128, 64, 8, 8, 3, 1),
     torch.float32: (64, 64, 32, 8, 4, 3, 1),
 }
-
-
-def _config_for(dtype: torch.dtype) -> tuple:
-    return CONFIGS[dtype]
 
 
 def _check_config(config) -> tuple:
@@ -212,8 +208,8 @@ def _gate_up_interleaved_kernel(
     tile, so each K step is a single BLOCK_M × 2·BLOCK_N × BLOCK_K dot (on Hopper one wgmma of
     N = 256 at BLOCK_N 128, x's tile read from shared memory once) into one float32 accumulator whose
     columns alternate gate and up. The epilogue splits that accumulator's column pairs (reshape to
-    [BLOCK_M, BLOCK_N, 2], then split: each thread already holds both halves of a pair) and writes
-    act(gate)·up, BLOCK_M × BLOCK_N of h."""
+    [BLOCK_M, BLOCK_N, 2], then split; in Hopper's MMA accumulator layout a thread holds adjacent
+    columns in pairs) and writes act(gate)·up, BLOCK_M × BLOCK_N of h."""
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
     per_group = GROUP_M * tiles_n
@@ -315,7 +311,8 @@ def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int) -> None:
         raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
                          f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
     w_rows = bn * 2 // len(weights)  # two weights: BLOCK_N rows each; one interleaved: 2·BLOCK_N
-    args = (TensorDescriptor.from_tensor(x2, [bm, bk]), *(TensorDescriptor.from_tensor(w, [w_rows, bk]) for w in weights),
+    args = (TensorDescriptor.from_tensor(x2, [bm, bk]),
+            *(TensorDescriptor.from_tensor(w, [w_rows, bk]) for w in weights),
             TensorDescriptor.from_tensor(out2, [bm, bn])) if tma else tensors
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     # Under the CPU interpreter, 4 "SMs": persistent programs still walk several tiles each.
@@ -445,12 +442,10 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous().view(-1, k)
 
 
-def _forward(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str, fused: int,
-             config: list[int]) -> torch.Tensor:
-    """fused: -1 by policy (fused_pays), 0 unfused, 1 fused; config: [] for the table's, else 7 ints
-    (the last, tma: -1 automatic, 0 pointers, 1 descriptors, follows the 7)."""
-    _check_inputs(x, w_gate, w_up, activation)
-    n = w_gate.shape[0]
+def _dispatch(x, weights, n: int, activation: str, fused: int, config: list[int], configs: dict, unfused,
+              launch) -> torch.Tensor:
+    """What both ops do around their kernels. fused: -1 by policy (fused_pays), 0 unfused, 1 fused;
+    config: [] for `configs`' entry, else 7 ints (then tma: -1 automatic, 0 pointers, 1 descriptors)."""
     x2 = _rows(x)
     act = ACTIVATIONS[activation]
     out_shape = (*x.shape[:-1], n)
@@ -459,12 +454,18 @@ def _forward(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activati
     use_fused = fused_pays(x2.shape[0], x.dtype) if fused < 0 else bool(fused)
     _check_runnable(x.device)
     if not use_fused:
-        return _unfused(x2, w_gate, w_up, act).view(out_shape)
-    cfg = tuple(config[:7]) if config else _config_for(x.dtype)
+        return unfused(x2, *weights, act).view(out_shape)
+    cfg = tuple(config[:7]) if config else configs[x.dtype]
     tma = None if len(config) < 8 or config[7] < 0 else bool(config[7])
     out2 = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
-    _launch(x2, w_gate.contiguous(), w_up.contiguous(), out2, act, cfg, tma)
+    launch(x2, *(w.contiguous() for w in weights), out2, act, cfg, tma)
     return out2.view(out_shape)
+
+
+def _forward(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str, fused: int,
+             config: list[int]) -> torch.Tensor:
+    _check_inputs(x, w_gate, w_up, activation)
+    return _dispatch(x, (w_gate, w_up), w_gate.shape[0], activation, fused, config, CONFIGS, _unfused, _launch)
 
 
 def _fake_forward(x, w_gate, w_up, activation, fused, config):
@@ -530,23 +531,9 @@ def _check_interleaved(x, w_gate_up, activation) -> None:
 
 def _forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str, fused: int,
                          config: list[int]) -> torch.Tensor:
-    """As _forward, from interleaved weights (the unfused path: _unfused_interleaved)."""
     _check_interleaved(x, w_gate_up, activation)
-    n = w_gate_up.shape[0] // 2
-    x2 = _rows(x)
-    act = ACTIVATIONS[activation]
-    out_shape = (*x.shape[:-1], n)
-    if x2.shape[0] == 0 or n == 0:
-        return torch.empty(out_shape, dtype=x.dtype, device=x.device)
-    use_fused = fused_pays(x2.shape[0], x.dtype) if fused < 0 else bool(fused)
-    _check_runnable(x.device)
-    if not use_fused:
-        return _unfused_interleaved(x2, w_gate_up.contiguous(), act).view(out_shape)
-    cfg = tuple(config[:7]) if config else INTERLEAVED_CONFIGS[x.dtype]
-    tma = None if len(config) < 8 or config[7] < 0 else bool(config[7])
-    out2 = torch.empty((x2.shape[0], n), dtype=x.dtype, device=x.device)
-    _launch_interleaved(x2, w_gate_up.contiguous(), out2, act, cfg, tma)
-    return out2.view(out_shape)
+    return _dispatch(x, (w_gate_up,), w_gate_up.shape[0] // 2, activation, fused, config, INTERLEAVED_CONFIGS,
+                     _unfused_interleaved, _launch_interleaved)
 
 
 def _fake_forward_interleaved(x, w_gate_up, activation, fused, config):
@@ -593,7 +580,7 @@ def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, a
     _check_inputs(x, w_gate, w_up, activation)
     cfg = list(_check_config(_config)) if _config is not None else []
     if _tma is not None:
-        cfg = (cfg or list(_config_for(x.dtype))) + [int(_tma)]
+        cfg = (cfg or list(CONFIGS[x.dtype])) + [int(_tma)]
     return _ops.gate_up_act_mul(x, w_gate, w_up, activation, -1 if fused is None else int(fused), cfg)
 
 
