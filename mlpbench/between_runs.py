@@ -1,12 +1,12 @@
 """How far a case moves between fresh processes when nothing about it changed: the part of the
 gate's threshold that the samples of one process cannot show.
 
-Within one process a case's device-time samples are tight (a robust coefficient of variation of
-0.1–0.5% is usual on an H200), so the gate's within-run rule (three of those, at least the floor)
-is sharp. Between fresh processes, the same generated code with the same launch configurations
-moves further: on H200s the compiled nn.Linear at 8192 × 4096 → 4096 (a cuBLAS GEMM, no Triton
-kernel) spread 5–6% over five processes on three machines, and Inductor's fp16 GeLU·mul at
-4096 × 16384 3.7% (docs/compiled-aa.md). A gate that flags those moves blames a commit for the
+Within one process a case's device-time samples are tight, so the gate's within-run rule (three
+robust coefficients of variation of them, at least the floor) is sharp. Between fresh processes,
+the same generated code with the same launch configurations moves further: on H200s the compiled
+nn.Linear at 8192 × 4096 → 4096 (a cuBLAS GEMM, no Triton kernel) spread 5.2% (bf16) and 6.5%
+(fp16) over five processes on three machines, and Inductor's fp16 GeLU·mul at 4096 × 16384 3.7%
+(docs/compiled-aa.md). A gate that flags those moves blames a commit for the
 process it ran in.
 
 So each case's between-run noise is measured, not guessed: the standard deviation of the log of
