@@ -62,7 +62,8 @@ def _copy_sources(name: str, dest: Path) -> Path:
 
 def _source(repo: Path, name: str) -> Path:
     """The kernel's implementation module: torch-ext/<name>/_<something>.py holding its Triton code."""
-    found = [p for p in sorted((repo / "torch-ext" / name).glob("_*.py")) if p.name != "__init__.py"]
+    found = [p for p in sorted((repo / "torch-ext" / name).glob("_*.py"))
+             if p.name not in ("__init__.py", "_fast_launch.py")]
     assert len(found) == 1, found
     return found[0]
 
@@ -169,3 +170,11 @@ def test_two_versions_side_by_side(name, tmp_path):
     expected = reference(*(t.double() for t in inputs))
     torch.testing.assert_close(getattr(current, function)(*inputs).double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(getattr(edited, function)(*inputs).double(), 2 * expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_launchers_are_one_file():
+    """Each kernel repository is loaded as a package of its own, so each carries _fast_launch.py;
+    the copies stay the same file."""
+    copies = sorted(KERNELS_LOCAL.glob("*/torch-ext/*/_fast_launch.py"))
+    assert len(copies) == 3, copies
+    assert len({p.read_bytes() for p in copies}) == 1, [str(p) for p in copies]

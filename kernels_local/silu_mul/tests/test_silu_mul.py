@@ -53,13 +53,24 @@ def impl(kernel):
 def launches(impl, monkeypatch):
     """Every kernel launch from here on, as (kernel, its tensor and int arguments)."""
     calls = []
-    real = impl._launch
 
-    def recording(kernel_fn, device, n_rows, n_cols, *args):
-        calls.append((kernel_fn, args))
-        return real(kernel_fn, device, n_rows, n_cols, *args)
+    class Recording:
+        """Stands in for a Triton kernel: records each `kernel[grid](*args, **meta)` and runs it."""
 
-    monkeypatch.setattr(impl, "_launch", recording)
+        def __init__(self, real):
+            self.real = real
+
+        def __getitem__(self, grid):
+            run = self.real[grid]
+
+            def record(*args, **meta):
+                calls.append((self.real, args))
+                return run(*args, **meta)
+
+            return record
+
+    for name in ("_silu_mul_fwd_kernel", "_silu_mul_bwd_kernel"):
+        monkeypatch.setattr(impl, name, Recording(getattr(impl, name)))
     return calls
 
 
@@ -167,11 +178,11 @@ def test_merged_halves_read_in_place(kernel, impl, launches, dtype, shape):
     assert not g.is_contiguous() and g.stride()[-2:] == (2 * h, 1)
 
     out = kernel.silu_mul(g, u)
-    (fwd, (g_rows, u_rows, *_)), = launches
-    assert fwd is impl._silu_mul_fwd_kernel
+    (fwd, (g_rows, u_rows, _, _, _, g_stride, u_stride, _)), = launches
+    assert fwd is impl._silu_mul_fwd_kernel.real
     # The kernel got the halves themselves (same memory, row stride 2h), not copies.
     assert (g_rows.data_ptr(), u_rows.data_ptr()) == (g.data_ptr(), u.data_ptr())
-    assert g_rows.stride() == u_rows.stride() == (2 * h, 1)
+    assert g_stride == u_stride == 2 * h
     assert torch.equal(out, kernel.silu_mul(g.contiguous(), u.contiguous()))
     assert_matches(out, reference(g, u), dtype)
 
@@ -181,7 +192,7 @@ def test_merged_halves_read_in_place(kernel, impl, launches, dtype, shape):
     dy = randn(shape, dtype, 8)
     kernel.silu_mul(*leaf.chunk(2, dim=-1)).backward(dy)
     (_, _), (bwd, (_, g_rows, u_rows, *_)) = launches
-    assert bwd is impl._silu_mul_bwd_kernel
+    assert bwd is impl._silu_mul_bwd_kernel.real
     assert (g_rows.data_ptr(), u_rows.data_ptr()) == (leaf.data_ptr(), leaf.data_ptr() + h * leaf.element_size())
     ref_leaf = merged.double().requires_grad_()
     reference(*ref_leaf.chunk(2, dim=-1)).backward(dy.double())
@@ -437,13 +448,13 @@ def _check_mlp(model, run, impl, launches, training):
     y64, x64, w64 = _mlp_reference(model, x)
     with torch.set_grad_enabled(training):
         out = run(x)
-    assert [k for k, _ in launches] == [impl._silu_mul_fwd_kernel]
+    assert [k for k, _ in launches] == [impl._silu_mul_fwd_kernel.real]
     assert relative_error(out, y64) <= REL_TOL[torch.float32]
     if training:
         dy = torch.randn_like(out)
         out.backward(dy)
         y64.backward(dy.double())
-        assert [k for k, _ in launches] == [impl._silu_mul_fwd_kernel, impl._silu_mul_bwd_kernel]
+        assert [k for k, _ in launches] == [impl._silu_mul_fwd_kernel.real, impl._silu_mul_bwd_kernel.real]
         assert relative_error(x.grad, x64.grad) <= REL_TOL[torch.float32]
         for name in PROJECTIONS:
             assert relative_error(getattr(model, name).weight.grad, w64[name].grad) <= REL_TOL[torch.float32], name

@@ -39,6 +39,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ._fast_launch import launcher
+
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
 except ImportError:  # pragma: no cover
@@ -299,34 +301,57 @@ def _can_use_tma(tensors) -> bool:
     return torch.cuda.get_device_capability(t.device)[0] >= 9 and all(_aligned(v) for v in tensors)
 
 
-def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int) -> None:
-    """Launch `kernel` (either gate|up kernel) for h = out2 [m, n] from x2 and `weights` (wg and wu,
-    or the interleaved w, whose descriptor blocks are 2·BLOCK_N rows): tensor descriptors or
-    pointers (use_tma None: where they help), a grid of one program per tile or per SM."""
+def _fused_plan(x2, weights, n: int, act: int, config, use_tma):
+    """(grid, the kernel's scalar arguments, its constexprs, launch options, descriptor blocks or
+    None for pointer loads) of either gate|up kernel for h [m, n] (contiguous) from x2 [m, k] and
+    `weights` (wg and wu, or the interleaved w, whose descriptor blocks are 2·BLOCK_N rows):
+    tensor descriptors or pointers (use_tma None: where they help), a grid of one program per tile
+    or per SM."""
     bm, bn, bk, group, warps, stages, persistent = config
     m, k = x2.shape
-    tensors = (x2, *weights, out2)
+    tensors = (x2, *weights)  # h is allocated for the call: aligned, row stride n
     tma = _can_use_tma(tensors) if use_tma is None else use_tma
     if tma and not all(_aligned(t) for t in tensors):
         raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
                          f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
     w_rows = bn * 2 // len(weights)  # two weights: BLOCK_N rows each; one interleaved: 2·BLOCK_N
-    args = (TensorDescriptor.from_tensor(x2, [bm, bk]),
-            *(TensorDescriptor.from_tensor(w, [w_rows, bk]) for w in weights),
-            TensorDescriptor.from_tensor(out2, [bm, bn])) if tma else tensors
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     # Under the CPU interpreter, 4 "SMs": persistent programs still walk several tiles each.
     sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
         if x2.device.type == "cuda" else 4
     programs = min(tiles, sms) if persistent else tiles
-    with torch.cuda.device(x2.device) if x2.device.type == "cuda" else contextlib.nullcontext():
-        kernel[(programs,)](
-            *args, m, n, k, x2.stride(0), *(w.stride(0) for w in weights), out2.stride(0),
-            ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
-            FLATTEN=persistent == 1, TMA=tma,
-            IEEE=x2.dtype == torch.float32, UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, num_warps=warps,
-            num_stages=stages,
-        )
+    scalars = (m, n, k, x2.stride(0), *(w.stride(0) for w in weights), n)
+    constexprs = dict(ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
+                      FLATTEN=persistent == 1, TMA=tma, IEEE=x2.dtype == torch.float32,
+                      UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16)
+    blocks = ([bm, bk], [w_rows, bk], [bm, bn]) if tma else None
+    return (programs,), scalars, constexprs, {"num_warps": warps, "num_stages": stages}, blocks
+
+
+def _fused_args(x, x_shape, x_strides, weights, out2, blocks) -> tuple:
+    """The kernel's tensor arguments: x (read as x_shape, x_strides), weights and h, or their
+    tensor descriptors."""
+    if blocks is None:
+        return (x, *weights, out2)
+    x_block, w_block, out_block = blocks
+    return (TensorDescriptor(x, x_shape, x_strides, x_block),
+            *(TensorDescriptor(w, list(w.shape), list(w.stride()), w_block) for w in weights),
+            TensorDescriptor(out2, list(out2.shape), list(out2.stride()), out_block))
+
+
+def _on_device(device):
+    """Triton launches on the current CUDA device: make it the tensors' one, skipping the switch
+    when it already is (the common case, and a switch costs host time on every call)."""
+    switch = device.type == "cuda" and device.index != torch.cuda.current_device()
+    return torch.cuda.device(device) if switch else contextlib.nullcontext()
+
+
+def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int) -> None:
+    """Launch `kernel` (either gate|up kernel) for h = out2 [m, n] (see _fused_plan)."""
+    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, config, use_tma)
+    args = _fused_args(x2, list(x2.shape), list(x2.stride()), weights, out2, blocks)
+    with _on_device(x2.device):
+        launcher(kernel)(grid, (*args, *scalars), constexprs, **options)
 
 
 def _launch(x2, wg, wu, out2, act: int, config, use_tma) -> None:
@@ -346,15 +371,22 @@ def _launch_interleaved(x2, w, out2, act: int, config, use_tma) -> None:
     _run(_gate_up_interleaved_kernel, x2, (w,), out2, act, config, use_tma, w.shape[0] // 2)
 
 
+def _act_mul_plan(outputs: int, act: int, element_size: int):
+    """(grid, constexprs) of the unfused paths' act·mul kernels over `outputs` elements of h: 2 KiB
+    of h per program, one 16-byte vector per thread and tensor at 4 warps."""
+    block = 2048 // element_size
+    return (triton.cdiv(outputs, block),), {"ACT": act, "BLOCK": block}
+
+
 def _unfused(x2, wg, wu, act: int) -> torch.Tensor:
     """The path where fusing does not pay: two cuBLAS GEMMs, then one act·mul kernel."""
     g = torch.nn.functional.linear(x2, wg)
     u = torch.nn.functional.linear(x2, wu)
     out = torch.empty_like(g)
     _check_runnable(g.device)
-    block = 2048 // g.element_size()  # 2 KiB per program and tensor: one 16-byte vector per thread at 4 warps
-    with torch.cuda.device(g.device) if g.device.type == "cuda" else contextlib.nullcontext():
-        _act_mul_kernel[(triton.cdiv(g.numel(), block),)](g, u, out, g.numel(), ACT=act, BLOCK=block, num_warps=4)
+    grid, constexprs = _act_mul_plan(g.numel(), act, g.element_size())
+    with _on_device(g.device):
+        launcher(_act_mul_kernel)(grid, (g, u, out, g.numel()), constexprs, num_warps=4)
     return out
 
 
@@ -366,10 +398,9 @@ def _unfused_interleaved(x2, w, act: int) -> torch.Tensor:
     y = torch.nn.functional.linear(x2, w)
     out = torch.empty((x2.shape[0], w.shape[0] // 2), dtype=x2.dtype, device=x2.device)
     _check_runnable(y.device)
-    block = 2048 // y.element_size()  # outputs per program: 2 KiB of h, 4 KiB of y
-    with torch.cuda.device(y.device) if y.device.type == "cuda" else contextlib.nullcontext():
-        _act_mul_pairs_kernel[(triton.cdiv(out.numel(), block),)](y, out, out.numel(), ACT=act, BLOCK=block,
-                                                                   num_warps=4)
+    grid, constexprs = _act_mul_plan(out.numel(), act, y.element_size())
+    with _on_device(y.device):
+        launcher(_act_mul_pairs_kernel)(grid, (y, out, out.numel()), constexprs, num_warps=4)
     return out
 
 
@@ -464,6 +495,10 @@ def _dispatch(x, weights, n: int, activation: str, fused: int, config: list[int]
 
 def _forward(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str, fused: int,
              config: list[int]) -> torch.Tensor:
+    if not config and _plain(x, w_gate, w_up):
+        out = _planned(x, (w_gate, w_up), activation, fused, False)
+        if out is not None:
+            return out
     _check_inputs(x, w_gate, w_up, activation)
     return _dispatch(x, (w_gate, w_up), w_gate.shape[0], activation, fused, config, CONFIGS, _unfused, _launch)
 
@@ -531,6 +566,10 @@ def _check_interleaved(x, w_gate_up, activation) -> None:
 
 def _forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str, fused: int,
                          config: list[int]) -> torch.Tensor:
+    if not config and _plain(x, w_gate_up):
+        out = _planned(x, (w_gate_up,), activation, fused, True)
+        if out is not None:
+            return out
     _check_interleaved(x, w_gate_up, activation)
     return _dispatch(x, (w_gate_up,), w_gate_up.shape[0] // 2, activation, fused, config, INTERLEAVED_CONFIGS,
                      _unfused_interleaved, _launch_interleaved)
@@ -562,6 +601,88 @@ _interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=
 
 
 # --------------------------------------------------------------------------- #
+# The planned path: what an eager call pays
+# --------------------------------------------------------------------------- #
+# Between Python and the kernels an eager call pays for the op's dispatch (torch.library), the
+# checks, the views, the configuration lookups and Triton's binding of every argument.  So each key
+# of shapes, strides, dtypes, devices, activation and fusion is checked and planned once; later calls
+# with that key allocate and launch only.  The public functions take this path directly outside
+# torch.compile when no gradient is wanted (skipping the op's dispatch), and the ops' bodies take
+# it too, which is what a compiled graph calls.  Non-contiguous weights, rows that need a copy,
+# empty inputs and tuning overrides take the general path.
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_PLANS = {}
+MAX_PLANS = 1024  # keys kept; past this the cache starts again
+
+
+def _plain(*tensors) -> bool:
+    """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
+    say) or another device (meta) dispatches through the op instead, which handles it."""
+    return all(type(t) in _PLAIN_TYPES and (t.is_cuda or (_INTERPRETED and t.is_cpu)) for t in tensors)
+
+
+def _wants_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
+    """What _planned does for this key, after the checks the op makes; False for the general path."""
+    if interleaved:
+        _check_interleaved(x, weights[0], activation)
+    else:
+        _check_inputs(x, *weights, activation)
+    _check_runnable(x.device)
+    n = weights[0].shape[0] // 2 if interleaved else weights[0].shape[0]
+    k = x.shape[-1]
+    m = x.numel() // k if k else 0
+    if m == 0 or n == 0 or not all(w.is_contiguous() for w in weights):
+        return False
+    act = ACTIVATIONS[activation]
+    out_shape = (*x.shape[:-1], n)
+    if not (fused_pays(m, x.dtype) if fused < 0 else bool(fused)):
+        return "unfused", out_shape, m * n, *_act_mul_plan(m * n, act, x.element_size())
+    x2 = _rows(x)
+    if x2.data_ptr() != x.data_ptr():
+        return False  # rows that _rows had to copy
+    configs = INTERLEAVED_CONFIGS if interleaved else CONFIGS
+    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, configs[x.dtype], None)
+    return "fused", out_shape, (m, n), [m, k], [x2.stride(0), 1], grid, scalars, constexprs, options, blocks
+
+
+def _planned(x, weights, activation: str, fused: int, interleaved: bool):
+    """h from the plan of this call's key, or None where the general path must run."""
+    key = (tuple((t.shape, t.stride(), t.dtype, t.device) for t in (x, *weights)), activation, fused, interleaved)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _make_plan(x, weights, activation, fused, interleaved)
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if not plan:
+        return None
+    if plan[0] == "unfused":
+        _, out_shape, outputs, grid, constexprs = plan
+        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
+        with _on_device(x.device):
+            if interleaved:  # one GEMM, gate and up in alternate columns
+                y = torch.nn.functional.linear(x, weights[0])
+                launcher(_act_mul_pairs_kernel)(grid, (y, out, outputs), constexprs, num_warps=4)
+            else:
+                g, u = (torch.nn.functional.linear(x, w) for w in weights)
+                launcher(_act_mul_kernel)(grid, (g, u, out, outputs), constexprs, num_warps=4)
+        return out
+    _, out_shape, out2_shape, x_shape, x_strides, grid, scalars, constexprs, options, blocks = plan
+    if blocks is not None and x.data_ptr() % 16:
+        return None  # this x lies off the 16-byte alignment a descriptor needs
+    out2 = torch.empty(out2_shape, dtype=x.dtype, device=x.device)
+    args = _fused_args(x, x_shape, x_strides, weights, out2, blocks)
+    kernel = _gate_up_interleaved_kernel if interleaved else _gate_up_kernel
+    with _on_device(x.device):
+        launcher(kernel)(grid, (*args, *scalars), constexprs, **options)
+    return out2.view(out_shape)
+
+
+# --------------------------------------------------------------------------- #
 # Public entry point
 # --------------------------------------------------------------------------- #
 def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str = "gelu_tanh", *,
@@ -577,6 +698,11 @@ def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, a
     `_config` (7 ints: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, persistent 0/1/2) and
     `_tma` (None automatic, False pointer loads, True tensor descriptors) are for tuning sweeps and tests.
     """
+    eager = _config is None and _tma is None and not torch.compiler.is_compiling()
+    if eager and _plain(x, w_gate, w_up) and not _wants_grad(x, w_gate, w_up):
+        out = _planned(x, (w_gate, w_up), activation, -1 if fused is None else int(fused), False)
+        if out is not None:
+            return out
     _check_inputs(x, w_gate, w_up, activation)
     cfg = list(_check_config(_config)) if _config is not None else []
     if _tma is not None:
@@ -590,6 +716,11 @@ def gate_up_act_mul_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activa
     and up rows alternating): the fused path is one GEMM-shaped kernel with a single accumulator per
     tile (the faster kernel on Hopper: see INTERLEAVED_CONFIGS); otherwise the same as
     gate_up_act_mul, whose arguments these are."""
+    eager = _config is None and _tma is None and not torch.compiler.is_compiling()
+    if eager and _plain(x, w_gate_up) and not _wants_grad(x, w_gate_up):
+        out = _planned(x, (w_gate_up,), activation, -1 if fused is None else int(fused), True)
+        if out is not None:
+            return out
     _check_interleaved(x, w_gate_up, activation)
     cfg = list(_check_config(_config)) if _config is not None else []
     if _tma is not None:

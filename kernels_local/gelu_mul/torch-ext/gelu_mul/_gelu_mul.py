@@ -36,6 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ._fast_launch import launcher
+
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
 except ImportError:  # pragma: no cover - very old/new Triton without the interpreter
@@ -299,8 +301,9 @@ def _launch_plan(n_rows: int, n_cols: int, contiguous: bool, element_size: int, 
     return n_rows, n_cols, block_m, block_n, num_warps
 
 
-def _launch(kernel, tensors, config) -> None:
-    """Run `kernel` over `tensors`: 2-D [rows, cols] of one shape, each with a contiguous last dimension."""
+def _launches(tensors, config):
+    """(views of `tensors`, grid, the kernel's scalar arguments, its constexprs, num_warps) of each
+    launch over `tensors`: 2-D [rows, cols] of one shape, each with a contiguous last dimension."""
     n_rows, n_cols = tensors[0].shape
     contiguous = all(t.is_contiguous() for t in tensors)
     if contiguous:
@@ -311,29 +314,31 @@ def _launch(kernel, tensors, config) -> None:
     # Row tiles beyond grid dimension 1's cap go in further launches, each over a
     # slice (a view) of the rows.  Contiguous tensors are one row: one launch.
     rows_per_launch = _MAX_GRID_Y * block_m
-    device = tensors[0].device
-    # Triton launches on the current CUDA device; make it the tensors' one (and skip
-    # the switch, a few µs of CPU per call, when it already is).
+    for start in range(0, n_rows, rows_per_launch):
+        part = [t[start : start + rows_per_launch] for t in tensors]
+        rows = part[0].shape[0]
+        # A single row's stride is never used (ONE_ROW): 0 for all, whatever the view.
+        strides = [t.stride(0) if rows > 1 else 0 for t in part]
+        extent = (rows + block_m) * max(strides) + n_cols
+        grid = (triton.cdiv(n_cols, block_n), triton.cdiv(rows, block_m))
+        constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "ONE_ROW": rows == 1 and block_m == 1,
+                      "USE_INT64": _needs_int64(extent, block_n)}
+        yield part, grid, (rows, n_cols, *strides), constexprs, num_warps
+
+
+def _on_device(device):
+    """Triton launches on the current CUDA device: make it the tensors' one, skipping the switch
+    when it already is (the common case, and a switch costs host time on every call)."""
     switch = device.type == "cuda" and device.index != torch.cuda.current_device()
-    with torch.cuda.device(device) if switch else contextlib.nullcontext():
-        for start in range(0, n_rows, rows_per_launch):
-            part = [t[start : start + rows_per_launch] for t in tensors]
-            rows = part[0].shape[0]
-            # A single row's stride is never used (ONE_ROW): 0 for all, whatever the view.
-            strides = [t.stride(0) if rows > 1 else 0 for t in part]
-            extent = (rows + block_m) * max(strides) + n_cols
-            grid = (triton.cdiv(n_cols, block_n), triton.cdiv(rows, block_m))
-            kernel[grid](
-                *part,
-                rows,
-                n_cols,
-                *strides,
-                BLOCK_M=block_m,
-                BLOCK_N=block_n,
-                ONE_ROW=rows == 1 and block_m == 1,
-                USE_INT64=_needs_int64(extent, block_n),
-                num_warps=num_warps,
-            )
+    return torch.cuda.device(device) if switch else contextlib.nullcontext()
+
+
+def _launch(kernel, tensors, config) -> None:
+    """Run `kernel` over `tensors`: 2-D [rows, cols] of one shape, each with a contiguous last dimension."""
+    launch = launcher(kernel)
+    with _on_device(tensors[0].device):
+        for part, grid, scalars, constexprs, num_warps in _launches(tensors, config):
+            launch(grid, (*part, *scalars), constexprs, num_warps=num_warps)
 
 
 def _forward_into(gate, up, out, config):
@@ -419,6 +424,12 @@ def _op_config(block_size: int, num_warps: int):
 
 
 def _forward(gate: torch.Tensor, up: torch.Tensor, block_size: int = 0, num_warps: int = 0) -> torch.Tensor:
+    if not block_size and _plain(gate, up):
+        return _planned_forward(gate, up)
+    return _general_forward(gate, up, block_size, num_warps)
+
+
+def _general_forward(gate, up, block_size=0, num_warps=0):
     _check_inputs(gate, up)
     out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     return _forward_into(gate, up, out, _op_config(block_size, num_warps))
@@ -427,6 +438,12 @@ def _forward(gate: torch.Tensor, up: torch.Tensor, block_size: int = 0, num_warp
 def _backward(
     grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, block_size: int = 0, num_warps: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    if not block_size and _plain(grad, gate, up):
+        return _planned_backward(grad, gate, up)
+    return _general_backward(grad, gate, up, block_size, num_warps)
+
+
+def _general_backward(grad, gate, up, block_size=0, num_warps=0):
     _check_inputs(gate, up)
     _check_grad(grad, gate)
     grad_gate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
@@ -483,6 +500,102 @@ _forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
 
 
 # --------------------------------------------------------------------------- #
+# The planned path: what an eager call pays
+# --------------------------------------------------------------------------- #
+# Between Python and the kernel an eager call pays for the op's dispatch (torch.library), the
+# checks, the views and Triton's binding of every argument.  So each key of shapes, strides, dtypes
+# and devices is checked and planned once; later calls with that key allocate and launch only.
+# The public function takes this path directly outside torch.compile (skipping the op's dispatch),
+# and the ops' bodies take it too, which is what a compiled graph calls.  Layouts the kernels
+# cannot read in place, several launches and empty tensors take the general path.
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_FORWARD_PLANS = {}
+_BACKWARD_PLANS = {}
+MAX_PLANS = 1024  # keys kept per direction; past this the cache starts again
+
+
+def _plain(*tensors) -> bool:
+    """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
+    say) or another device (meta) dispatches through the op instead, which handles it."""
+    return all(type(t) in _PLAIN_TYPES and (t.is_cuda or (_INTERPRETED and t.is_cpu)) for t in tensors)
+
+
+def _key(*tensors):
+    return tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+
+
+def _single_launch(tensors):
+    """(grid, scalars, constexprs, num_warps) of the one launch that covers `tensors` as they
+    lie, or None: a layout that needs a copy, or more rows than one grid holds."""
+    rows = [_rows_view(t) for t in tensors]
+    if any(r is None for r in rows):
+        return None
+    plans = list(_launches(rows, None))
+    if len(plans) != 1:
+        return None
+    _, grid, scalars, constexprs, num_warps = plans[0]
+    return grid, scalars, constexprs, num_warps
+
+
+def _remember(plans: dict, key, plan):
+    if len(plans) >= MAX_PLANS:
+        plans.clear()
+    plans[key] = plan
+
+
+def _planned_forward(gate, up):
+    key = _key(gate, up)
+    plan = _FORWARD_PLANS.get(key)
+    out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if plan is None:
+        _check_inputs(gate, up)
+        _check_runnable(gate.device)
+        plan = (gate.numel() and _single_launch((gate, up, out))) or False
+        _remember(_FORWARD_PLANS, key, plan)
+    if not plan:
+        return _general_forward(gate, up)
+    grid, scalars, constexprs, num_warps = plan
+    with _on_device(gate.device):
+        launcher(_gelu_mul_fwd_kernel)(grid, (gate, up, out, *scalars), constexprs, num_warps=num_warps)
+    return out
+
+
+def _planned_backward(grad, gate, up):
+    key = _key(grad, gate, up)
+    plan = _BACKWARD_PLANS.get(key)
+    grad_gate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    grad_up = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if plan is None:
+        _check_inputs(gate, up)
+        _check_grad(grad, gate)
+        _check_runnable(gate.device)
+        same = grad.dtype == gate.dtype and gate.numel()
+        plan = (same and _single_launch((grad, gate, up, grad_gate, grad_up))) or False
+        _remember(_BACKWARD_PLANS, key, plan)
+    if not plan:
+        return _general_backward(grad, gate, up)
+    grid, scalars, constexprs, num_warps = plan
+    with _on_device(gate.device):
+        launcher(_gelu_mul_bwd_kernel)(grid, (grad, gate, up, grad_gate, grad_up, *scalars), constexprs,
+                                       num_warps=num_warps)
+    return grad_gate, grad_up
+
+
+class _Differentiable(torch.autograd.Function):
+    """gelu_mul with its fused backward, for eager calls that want a gradient."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return _planned_forward(gate, up)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        gate, up = ctx.saved_tensors
+        return _planned_backward(grad_out, gate, up)
+
+
+# --------------------------------------------------------------------------- #
 # Public entry point
 # --------------------------------------------------------------------------- #
 def gelu_mul(gate: torch.Tensor, up: torch.Tensor, *, out: torch.Tensor | None = None, _config=None) -> torch.Tensor:
@@ -499,6 +612,10 @@ def gelu_mul(gate: torch.Tensor, up: torch.Tensor, *, out: torch.Tensor | None =
     `_launch_config` for this call (and its backward); BLOCK_SIZE is the elements
     per program and tensor.
     """
+    if out is None and _config is None and not torch.compiler.is_compiling() and _plain(gate, up):
+        if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+            return _Differentiable.apply(gate, up)
+        return _planned_forward(gate, up)
     # Checked here too so that errors name the Python-level problem before the
     # op's schema sees the arguments (a list passed as gate, say).
     _check_inputs(gate, up)

@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ._fast_launch import launcher
+
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
 except ImportError:  # pragma: no cover - a Triton without the interpreter
@@ -174,12 +176,29 @@ def _grid(n_rows: int, n_cols: int, block_m: int, block_n: int) -> tuple[int, in
     return triton.cdiv(n_rows, block_m), col_tiles
 
 
-def _launch(kernel, device, n_rows, n_cols, *args):
-    block_m, block_n = _tile(n_rows, n_cols, args[0].element_size())
+def _plan(tensors):
+    """(grid, the kernel's scalar arguments, its constexprs) of the launch over `tensors`, 2-D rows
+    of one shape with a contiguous last dimension (_rows_of).  The forward's three tensors each
+    have a row stride argument; the backward's two gradients share the last one."""
+    n_rows, n_cols = tensors[0].shape
+    block_m, block_n = _tile(n_rows, n_cols, tensors[0].element_size())
     grid = _grid(n_rows, n_cols, block_m, block_n)
-    # Triton launches on the current CUDA device; make it the tensors' one.
-    with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
-        kernel[grid](*args, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_NUM_WARPS)
+    strides = [t.stride(0) for t in tensors[: min(len(tensors), 4)]]
+    return grid, (n_rows, n_cols, *strides), {"BLOCK_M": block_m, "BLOCK_N": block_n}
+
+
+def _on_device(device):
+    """Triton launches on the current CUDA device: make it the tensors' one, skipping the switch
+    when it already is (the common case, and a switch costs host time on every call)."""
+    switch = device.type == "cuda" and device.index != torch.cuda.current_device()
+    return torch.cuda.device(device) if switch else contextlib.nullcontext()
+
+
+def _launch(kernel, device, tensors, tensor_args):
+    """Run `kernel` on `tensor_args` (the tensors as the kernel reads them), planned from `tensors`."""
+    grid, scalars, constexprs = _plan(tensors)
+    with _on_device(device):
+        launcher(kernel)(grid, (*tensor_args, *scalars), constexprs, num_warps=_NUM_WARPS)
 
 
 # --------------------------------------------------------------------------- #
@@ -238,18 +257,29 @@ _ops = getattr(torch.ops, _NAMESPACE)
 
 
 def _forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    if _plain(gate, up):
+        return _planned_forward(gate, up)
+    return _general_forward(gate, up)
+
+
+def _general_forward(gate, up):
     _check_inputs(gate, up)
     out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     if out.numel() == 0:
         return out
     _check_runnable(gate.device)
-    g2, u2, o2 = _rows_of([gate, up, out])
-    n_rows, n_cols = g2.shape
-    _launch(_silu_mul_fwd_kernel, gate.device, n_rows, n_cols, g2, u2, o2, n_rows, n_cols, g2.stride(0), u2.stride(0), o2.stride(0))
+    rows = _rows_of([gate, up, out])
+    _launch(_silu_mul_fwd_kernel, gate.device, rows, rows)
     return out
 
 
 def _backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if _plain(grad, gate, up):
+        return _planned_backward(grad, gate, up)
+    return _general_backward(grad, gate, up)
+
+
+def _general_backward(grad, gate, up):
     _check_inputs(gate, up)
     _check_grad(grad, gate)
     grad_gate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
@@ -259,25 +289,8 @@ def _backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple
     _check_runnable(gate.device)
     # Autograd may hand in a grad of another dtype or layout (e.g. the stride-0
     # expand of sum().backward()); _as_rows copies only what cannot be viewed.
-    dy2, g2, u2, dg2, du2 = _rows_of([grad.to(gate.dtype), gate, up, grad_gate, grad_up])
-    n_rows, n_cols = g2.shape
-    _launch(
-        _silu_mul_bwd_kernel,
-        gate.device,
-        n_rows,
-        n_cols,
-        dy2,
-        g2,
-        u2,
-        dg2,
-        du2,
-        n_rows,
-        n_cols,
-        dy2.stride(0),
-        g2.stride(0),
-        u2.stride(0),
-        dg2.stride(0),
-    )
+    rows = _rows_of([grad.to(gate.dtype), gate, up, grad_gate, grad_up])
+    _launch(_silu_mul_bwd_kernel, gate.device, rows, rows)
     return grad_gate, grad_up
 
 
@@ -320,6 +333,97 @@ _forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
 
 
 # --------------------------------------------------------------------------- #
+# The planned path: what an eager call pays
+# --------------------------------------------------------------------------- #
+# Between Python and the kernel an eager call pays for the op's dispatch (torch.library), the
+# checks, the views and Triton's binding of every argument.  So each key of shapes, strides, dtypes
+# and devices is checked and planned once; later calls with that key allocate and launch only.
+# The public function takes this path directly outside torch.compile (skipping the op's dispatch),
+# and the ops' bodies take it too, which is what a compiled graph calls.  Layouts the kernels
+# cannot read in place and empty tensors take the general path.
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_FORWARD_PLANS = {}
+_BACKWARD_PLANS = {}
+MAX_PLANS = 1024  # keys kept per direction; past this the cache starts again
+
+
+def _plain(*tensors) -> bool:
+    """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
+    say) or another device (meta) dispatches through the op instead, which handles it."""
+    return all(type(t) in _PLAIN_TYPES and (t.is_cuda or (_INTERPRETED and t.is_cpu)) for t in tensors)
+
+
+def _key(*tensors):
+    return tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+
+
+def _in_place_plan(tensors):
+    """_plan of the tensors as they lie, or None where the kernels would need a copy of one."""
+    rows = _rows_of(list(tensors))
+    if any(r.data_ptr() != t.data_ptr() for r, t in zip(rows, tensors)):
+        return None
+    return _plan(rows)
+
+
+def _remember(plans: dict, key, plan):
+    if len(plans) >= MAX_PLANS:
+        plans.clear()
+    plans[key] = plan
+
+
+def _planned_forward(gate, up):
+    key = _key(gate, up)
+    plan = _FORWARD_PLANS.get(key)
+    out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if plan is None:
+        _check_inputs(gate, up)
+        _check_runnable(gate.device)
+        plan = (gate.numel() and _in_place_plan((gate, up, out))) or False
+        _remember(_FORWARD_PLANS, key, plan)
+    if not plan:
+        return _general_forward(gate, up)
+    grid, scalars, constexprs = plan
+    with _on_device(gate.device):
+        launcher(_silu_mul_fwd_kernel)(grid, (gate, up, out, *scalars), constexprs, num_warps=_NUM_WARPS)
+    return out
+
+
+def _planned_backward(grad, gate, up):
+    key = _key(grad, gate, up)
+    plan = _BACKWARD_PLANS.get(key)
+    grad_gate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    grad_up = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if plan is None:
+        _check_inputs(gate, up)
+        _check_grad(grad, gate)
+        _check_runnable(gate.device)
+        same = grad.dtype == gate.dtype and gate.numel()
+        plan = (same and _in_place_plan((grad, gate, up, grad_gate, grad_up))) or False
+        _remember(_BACKWARD_PLANS, key, plan)
+    if not plan:
+        return _general_backward(grad, gate, up)
+    grid, scalars, constexprs = plan
+    with _on_device(gate.device):
+        launcher(_silu_mul_bwd_kernel)(grid, (grad, gate, up, grad_gate, grad_up, *scalars), constexprs,
+                                       num_warps=_NUM_WARPS)
+    return grad_gate, grad_up
+
+
+class _Differentiable(torch.autograd.Function):
+    """silu_mul with its fused backward, for eager calls that want a gradient."""
+
+    @staticmethod
+    def forward(ctx, gate, up):
+        ctx.save_for_backward(gate, up)
+        return _planned_forward(gate, up)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        gate, up = ctx.saved_tensors
+        return _planned_backward(grad_out, gate, up)
+
+
+# --------------------------------------------------------------------------- #
 # Public entry point
 # --------------------------------------------------------------------------- #
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -330,6 +434,10 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     (the last dimension contiguous) and are then read in place; other layouts are
     copied first.  The result is a new contiguous tensor of the inputs' shape.
     """
+    if not torch.compiler.is_compiling() and _plain(gate, up):
+        if torch.is_grad_enabled() and (gate.requires_grad or up.requires_grad):
+            return _Differentiable.apply(gate, up)
+        return _planned_forward(gate, up)
     # Checked here too so that errors name the Python-level problem before the
     # op's schema sees the arguments (a list passed as gate, say).
     _check_inputs(gate, up)

@@ -1,0 +1,85 @@
+"""Launch a @triton.jit kernel without binding and specialising its arguments again on every call.
+
+`kernel[grid](...)` binds every argument, works out what Triton specialises on and looks the
+compiled kernel up by a string key, on every call.  Calls from one launch plan differ only in
+their tensors' addresses, so the compiled kernel Triton returned on the first call is kept under
+a key of what Triton specialises on, and later calls launch it directly:
+
+- tensors: dtype and whether the address is 16-byte aligned;
+- integers: equal to 1, divisible by 16, beyond 32 bits;
+- tensor descriptors: base dtype and alignment, block shape, which shape and stride entries are
+  divisible by 16;
+- anything else (booleans, floats, constexprs): its type and value.
+
+The kernel repositories are loaded as separate packages, so each carries this file; the
+repository's tests check that the copies are the same.  Under Triton's CPU interpreter there is
+no compiled kernel and every call goes through `kernel[grid]`.
+"""
+
+import torch
+from triton.runtime.jit import JITFunction
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - Triton before host-side descriptors
+    TensorDescriptor = None
+
+_INT32 = range(-(2**31), 2**31)
+# Distinct plans a launcher keeps; past this it starts again (a workload of ever-new shapes).
+MAX_KERNELS = 256
+
+
+def _spec(a):
+    if isinstance(a, torch.Tensor):
+        return a.dtype, a.data_ptr() % 16 == 0
+    if type(a) is int:
+        return a == 1, a % 16 == 0, a in _INT32
+    if TensorDescriptor is not None and isinstance(a, TensorDescriptor):
+        return (a.base.dtype, a.base.data_ptr() % 16 == 0, tuple(a.block_shape),
+                tuple(s % 16 == 0 for s in a.shape), tuple(s % 16 == 0 for s in a.strides))
+    return type(a), a
+
+
+class Launcher:
+    """launcher(grid, args, constexprs, **options): kernel[grid](*args, **constexprs, **options),
+    from the second call of a plan on through the compiled kernel.  `args` are the kernel's leading
+    parameters, in the order of its signature; `constexprs` (a dict) all the parameters after them;
+    `options` are num_warps, num_stages and the like."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        # Only a real @triton.jit function returns a compiled kernel to keep (a test's stand-in
+        # for one, or the interpreter's function, is called every time).
+        self.names = kernel.arg_names if isinstance(kernel, JITFunction) else None
+        self.compiled = {}
+        self.fast_calls = 0  # launches that skipped Triton's binding (the tests read it)
+
+    def __call__(self, grid, args, constexprs, **options):
+        first = args[0]
+        device = first.device if isinstance(first, torch.Tensor) else first.base.device
+        if self.names is None or device.type != "cuda":
+            self.kernel[grid](*args, **constexprs, **options)
+            return
+        key = (device.index, tuple(constexprs.values()), tuple(options.items()), tuple(map(_spec, args)))
+        hit = self.compiled.get(key)
+        if hit is None:
+            compiled = self.kernel[grid](*args, **constexprs, **options)
+            if len(self.compiled) >= MAX_KERNELS:
+                self.compiled.clear()
+            self.compiled[key] = compiled, tuple(constexprs[name] for name in self.names[len(args):])
+            return
+        compiled, tail = hit
+        self.fast_calls += 1
+        compiled[grid](*args, *tail)
+
+
+_LAUNCHERS = {}
+
+
+def launcher(kernel) -> Launcher:
+    """The one Launcher of `kernel` (looked up on every call, so a kernel replaced in its module,
+    as tests do, gets its own)."""
+    entry = _LAUNCHERS.get(id(kernel))
+    if entry is None or entry[0] is not kernel:
+        entry = _LAUNCHERS[id(kernel)] = kernel, Launcher(kernel)
+    return entry[1]
