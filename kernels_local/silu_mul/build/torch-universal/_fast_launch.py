@@ -56,7 +56,7 @@ class Launcher:
 
     def __call__(self, grid, args, constexprs, **options):
         first = args[0]
-        device = first.device if isinstance(first, torch.Tensor) else first.base.device
+        device = first.device if isinstance(first, torch.Tensor) else getattr(first, "base", first).device
         if self.names is None or device.type != "cuda":
             self.kernel[grid](*args, **constexprs, **options)
             return
@@ -70,7 +70,7 @@ class Launcher:
             return
         compiled, tail = hit
         self.fast_calls += 1
-        compiled[grid](*args, *tail)
+        compiled[(*grid, 1, 1)[:3]](*args, *tail)  # a compiled kernel takes all three grid dimensions
 
 
 _LAUNCHERS = {}
