@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._fast_launch import launcher
+from ._fast_launch import launcher, token
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -309,9 +309,11 @@ def _fused_plan(x2, weights, n: int, act: int, config, use_tma):
     or per SM."""
     bm, bn, bk, group, warps, stages, persistent = config
     m, k = x2.shape
-    tensors = (x2, *weights)  # h is allocated for the call: aligned, row stride n
-    tma = _can_use_tma(tensors) if use_tma is None else use_tma
-    if tma and not all(_aligned(t) for t in tensors):
+    tensors = (x2, *weights)
+    # h is allocated for the call, contiguous: aligned, with a row stride of n elements
+    out_aligned = (n * x2.element_size()) % 16 == 0
+    tma = _can_use_tma(tensors) and out_aligned if use_tma is None else use_tma
+    if tma and not (out_aligned and all(_aligned(t) for t in tensors)):
         raise ValueError("gate_up_act_mul: tensor descriptors need 16-byte aligned addresses and row strides "
                          f"(dim={k}, hidden={n}, {x2.dtype}); use pointer loads (_tma=False or None)")
     w_rows = bn * 2 // len(weights)  # two weights: BLOCK_N rows each; one interleaved: 2·BLOCK_N
@@ -618,11 +620,18 @@ MAX_PLANS = 1024  # keys kept; past this the cache starts again
 def _plain(*tensors) -> bool:
     """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
     say) or another device (meta) dispatches through the op instead, which handles it."""
-    return all(type(t) in _PLAIN_TYPES and (t.is_cuda or (_INTERPRETED and t.is_cpu)) for t in tensors)
+    for t in tensors:  # a loop, not all(...): this runs on every eager call
+        if type(t) not in _PLAIN_TYPES or not (t.is_cuda or (_INTERPRETED and t.is_cpu)):
+            return False
+    return True
 
 
 def _wants_grad(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if torch.is_grad_enabled():
+        for t in tensors:
+            if t.requires_grad:
+                return True
+    return False
 
 
 def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
@@ -640,18 +649,21 @@ def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
     act = ACTIVATIONS[activation]
     out_shape = (*x.shape[:-1], n)
     if not (fused_pays(m, x.dtype) if fused < 0 else bool(fused)):
-        return "unfused", out_shape, m * n, *_act_mul_plan(m * n, act, x.element_size())
+        return "unfused", token(), out_shape, m * n, *_act_mul_plan(m * n, act, x.element_size())
     x2 = _rows(x)
     if x2.data_ptr() != x.data_ptr():
         return False  # rows that _rows had to copy
     configs = INTERLEAVED_CONFIGS if interleaved else CONFIGS
     grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, configs[x.dtype], None)
-    return "fused", out_shape, (m, n), [m, k], [x2.stride(0), 1], grid, scalars, constexprs, options, blocks
+    return "fused", token(), out_shape, (m, n), [m, k], [x2.stride(0), 1], grid, scalars, constexprs, options, blocks
 
 
 def _planned(x, weights, activation: str, fused: int, interleaved: bool):
     """h from the plan of this call's key, or None where the general path must run."""
-    key = (tuple((t.shape, t.stride(), t.dtype, t.device) for t in (x, *weights)), activation, fused, interleaved)
+    key = [activation, fused, interleaved]
+    for t in (x, *weights):
+        key += (t.shape, t.stride(), t.dtype, t.get_device())
+    key = tuple(key)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _make_plan(x, weights, activation, fused, interleaved)
@@ -661,24 +673,24 @@ def _planned(x, weights, activation: str, fused: int, interleaved: bool):
     if not plan:
         return None
     if plan[0] == "unfused":
-        _, out_shape, outputs, grid, constexprs = plan
-        out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
+        _, plan_id, out_shape, outputs, grid, constexprs = plan
+        out = x.new_empty(out_shape)
         with _on_device(x.device):
             if interleaved:  # one GEMM, gate and up in alternate columns
                 y = torch.nn.functional.linear(x, weights[0])
-                launcher(_act_mul_pairs_kernel)(grid, (y, out, outputs), constexprs, num_warps=4)
+                launcher(_act_mul_pairs_kernel).planned(plan_id, grid, (y, out), (outputs,), constexprs, num_warps=4)
             else:
                 g, u = (torch.nn.functional.linear(x, w) for w in weights)
-                launcher(_act_mul_kernel)(grid, (g, u, out, outputs), constexprs, num_warps=4)
+                launcher(_act_mul_kernel).planned(plan_id, grid, (g, u, out), (outputs,), constexprs, num_warps=4)
         return out
-    _, out_shape, out2_shape, x_shape, x_strides, grid, scalars, constexprs, options, blocks = plan
+    _, plan_id, out_shape, out2_shape, x_shape, x_strides, grid, scalars, constexprs, options, blocks = plan
     if blocks is not None and x.data_ptr() % 16:
         return None  # this x lies off the 16-byte alignment a descriptor needs
-    out2 = torch.empty(out2_shape, dtype=x.dtype, device=x.device)
+    out2 = x.new_empty(out2_shape)
     args = _fused_args(x, x_shape, x_strides, weights, out2, blocks)
     kernel = _gate_up_interleaved_kernel if interleaved else _gate_up_kernel
     with _on_device(x.device):
-        launcher(kernel)(grid, (*args, *scalars), constexprs, **options)
+        launcher(kernel).planned(plan_id, grid, args, scalars, constexprs, **options)
     return out2.view(out_shape)
 
 

@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._fast_launch import launcher
+from ._fast_launch import launcher, token
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -517,16 +517,22 @@ MAX_PLANS = 1024  # keys kept per direction; past this the cache starts again
 def _plain(*tensors) -> bool:
     """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
     say) or another device (meta) dispatches through the op instead, which handles it."""
-    return all(type(t) in _PLAIN_TYPES and (t.is_cuda or (_INTERPRETED and t.is_cpu)) for t in tensors)
+    for t in tensors:  # a loop, not all(...): this runs on every eager call
+        if type(t) not in _PLAIN_TYPES or not (t.is_cuda or (_INTERPRETED and t.is_cpu)):
+            return False
+    return True
 
 
 def _key(*tensors):
-    return tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors)
+    key = []
+    for t in tensors:
+        key += (t.shape, t.stride(), t.dtype, t.get_device())
+    return tuple(key)
 
 
 def _single_launch(tensors):
-    """(grid, scalars, constexprs, num_warps) of the one launch that covers `tensors` as they
-    lie, or None: a layout that needs a copy, or more rows than one grid holds."""
+    """(token, grid, scalars, constexprs, num_warps) of the one launch that covers `tensors` as
+    they lie, or None: a layout that needs a copy, or more rows than one grid holds."""
     rows = [_rows_view(t) for t in tensors]
     if any(r is None for r in rows):
         return None
@@ -534,7 +540,7 @@ def _single_launch(tensors):
     if len(plans) != 1:
         return None
     _, grid, scalars, constexprs, num_warps = plans[0]
-    return grid, scalars, constexprs, num_warps
+    return token(), grid, scalars, constexprs, num_warps
 
 
 def _remember(plans: dict, key, plan):
@@ -546,7 +552,7 @@ def _remember(plans: dict, key, plan):
 def _planned_forward(gate, up):
     key = _key(gate, up)
     plan = _FORWARD_PLANS.get(key)
-    out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    out = gate.new_empty(gate.shape)
     if plan is None:
         _check_inputs(gate, up)
         _check_runnable(gate.device)
@@ -554,17 +560,16 @@ def _planned_forward(gate, up):
         _remember(_FORWARD_PLANS, key, plan)
     if not plan:
         return _general_forward(gate, up)
-    grid, scalars, constexprs, num_warps = plan
     with _on_device(gate.device):
-        launcher(_gelu_mul_fwd_kernel)(grid, (gate, up, out, *scalars), constexprs, num_warps=num_warps)
+        launcher(_gelu_mul_fwd_kernel).planned(plan[0], plan[1], (gate, up, out), *plan[2:4], num_warps=plan[4])
     return out
 
 
 def _planned_backward(grad, gate, up):
     key = _key(grad, gate, up)
     plan = _BACKWARD_PLANS.get(key)
-    grad_gate = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
-    grad_up = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    grad_gate = gate.new_empty(gate.shape)
+    grad_up = gate.new_empty(gate.shape)
     if plan is None:
         _check_inputs(gate, up)
         _check_grad(grad, gate)
@@ -574,10 +579,9 @@ def _planned_backward(grad, gate, up):
         _remember(_BACKWARD_PLANS, key, plan)
     if not plan:
         return _general_backward(grad, gate, up)
-    grid, scalars, constexprs, num_warps = plan
     with _on_device(gate.device):
-        launcher(_gelu_mul_bwd_kernel)(grid, (grad, gate, up, grad_gate, grad_up, *scalars), constexprs,
-                                       num_warps=num_warps)
+        launcher(_gelu_mul_bwd_kernel).planned(plan[0], plan[1], (grad, gate, up, grad_gate, grad_up), *plan[2:4],
+                                               num_warps=plan[4])
     return grad_gate, grad_up
 
 

@@ -11,13 +11,25 @@ a key of what Triton specialises on, and later calls launch it directly:
   divisible by 16;
 - anything else (booleans, floats, constexprs): its type and value.
 
+A caller whose scalars, constexprs and options are fixed by a plan of its own (the kernels'
+planned eager paths) calls `Launcher.planned` with that plan's token: only the tensors' alignment
+then varies, so the plan is the key (for aligned tensors), and the compiled kernel is launched with the current
+stream, as Triton's own launcher does, without building its closure.
+
 The kernel repositories are loaded as separate packages, so each carries this file; the
 repository's tests check that the copies are the same.  Under Triton's CPU interpreter there is
 no compiled kernel and every call goes through `kernel[grid]`.
 """
 
+import itertools
+
 import torch
 from triton.runtime.jit import JITFunction
+
+try:
+    from triton import knobs
+except ImportError:  # pragma: no cover - Triton before knobs: launch through CompiledKernel[grid]
+    knobs = None
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -27,6 +39,16 @@ except ImportError:  # pragma: no cover - Triton before host-side descriptors
 _INT32 = range(-(2**31), 2**31)
 # Distinct plans a launcher keeps; past this it starts again (a workload of ever-new shapes).
 MAX_KERNELS = 256
+_TOKENS = itertools.count()
+
+
+def token() -> int:
+    """A plan's identity for Launcher.planned: never reused, unlike id() of a freed plan."""
+    return next(_TOKENS)
+
+
+def _base(a):
+    return a if isinstance(a, torch.Tensor) else a.base
 
 
 def _spec(a):
@@ -71,6 +93,41 @@ class Launcher:
         compiled, tail = hit
         self.fast_calls += 1
         compiled[(*grid, 1, 1)[:3]](*args, *tail)  # a compiled kernel takes all three grid dimensions
+
+    def planned(self, plan: int, grid, tensors, scalars, constexprs, **options):
+        """self(grid, (*tensors, *scalars), constexprs, **options) for a caller whose grid, scalars,
+        constexprs and options are the same whenever it passes `plan` (a token()), and whose tensors'
+        dtypes, shapes and strides are too (descriptors: their blocks).  The compiled kernel kept
+        is the one for 16-byte aligned tensors, the common case; other calls go through Triton."""
+        base = _base(tensors[0])
+        if self.names is None or not base.is_cuda:
+            self.kernel[grid](*tensors, *scalars, **constexprs, **options)
+            return
+        addresses = 0
+        for t in tensors:
+            addresses |= _base(t).data_ptr()
+        hit = self.compiled.get(plan)
+        if addresses % 16:  # a tensor off 16-byte alignment (a view at an odd offset): Triton's own path
+            self.kernel[grid](*tensors, *scalars, **constexprs, **options)
+            return
+        if hit is None:
+            compiled = self.kernel[grid](*tensors, *scalars, **constexprs, **options)
+            if len(self.compiled) >= MAX_KERNELS:
+                self.compiled.clear()
+            names = self.names[len(tensors) + len(scalars):]
+            self.compiled[plan] = (compiled, (*grid, 1, 1)[:3], base.device.index,
+                                  (*scalars, *(constexprs[name] for name in names)))
+            return
+        compiled, (g0, g1, g2), index, tail = hit
+        self.fast_calls += 1
+        if knobs is None:
+            compiled[(g0, g1, g2)](*tensors, *tail)
+            return
+        stream = torch._C._cuda_getCurrentRawStream(index)
+        args = (*tensors, *tail)
+        compiled.run(g0, g1, g2, stream, compiled.function, compiled.packed_metadata,
+                     compiled.launch_metadata((g0, g1, g2), stream, *args),
+                     knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
 
 
 _LAUNCHERS = {}
