@@ -241,15 +241,12 @@ def machine_page(results: Path, folder: Path, machine: str) -> str:
              "and the files disagree. Each table links the files its figures come from. Figures are medians; "
              f"one whose IQR is over {tables.NOISY_SPREAD:.0%} of its median is marked noisy with its IQR, and "
              f"so is every ratio built on it. Each variant is compared with {tables.BASELINES} from the same run, "
-             "the newest run that measured the shape. How each figure is measured: the README's \"What is "
-             "measured\".")
+             "the newest run that measured the shape (the summary instead takes each variant's own newest record). "
+             "How each figure is measured: the README's \"What is measured\".")
     if not wide.empty:
         page.add("## Runs")
         page.table(runs_table(wide, results))
-        page.add("## Summary",
-                 "Per op and dtype: the variant fastest at most shapes, its lead over the next fastest where it "
-                 f"wins, its speedup over {tables.BASELINES} at every shape, and its rate at its largest shape "
-                 "against the ceiling measured in the same run.")
+        page.add("## Summary", report.SUMMARY_NOTE)
         overview = report.summary(wide)
         page.table(overview, overview.sources)
         page.add("## Ours against the faster peer",

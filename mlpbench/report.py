@@ -101,10 +101,27 @@ def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
 
 # --- summary -------------------------------------------------------------------------------------
 
-def _rate(r) -> str:
-    if r["op"] in tables.COMPUTE_BOUND:
-        return f"{r['tflops']:,.1f} TFLOP/s" if r["tflops"] >= 1 else f"{r['tflops'] * 1e3:,.1f} GFLOP/s"
-    return f"{r['gbps'] / 1e3:,.2f} TB/s" if r["gbps"] >= 100 else f"{r['gbps']:,.1f} GB/s"
+# The times the summary ranks variants by, each with its name in the summary's `time` column: what
+# the GPU spends (CUDA-graph replay) and what an eager serving loop pays per call (calls queued back
+# to back, no graphs). Replaying a graph hides CPU dispatch, so a variant can win one and lose the other.
+SUMMARY_TIMES = {"device_time_s": "device", "host_time_back_to_back_s": "host, back to back"}
+SUMMARY_NOTE = ("Per machine, op and dtype, the variants ranked twice: by device time (`device`: CUDA-graph "
+                "replay, what the GPU spends) and by host time per call with calls queued back to back, without "
+                "graphs (`host, back to back`: what an eager serving loop pays). Each row names the variant "
+                "fastest at most shapes, its lead over the next fastest where it wins, its speedup over "
+                f"{tables.BASELINES} at every shape, and its rate at its largest shape; device time is also rated "
+                "against the ceiling measured in the same run. Every variant of the op is compared, each by its "
+                "own newest record of the case that has that time, so two variants' figures may come from two "
+                "runs: the files are named below the table. A machine without device time (no GPU) is ranked by "
+                f"the host time of one synchronised call (`{tables.HOST_ONLY}`).")
+
+
+def _rate(op: str, r, seconds: float) -> str:
+    if op in tables.COMPUTE_BOUND:
+        tflops = r["flops"] / seconds / 1e12
+        return f"{tflops:,.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:,.1f} GFLOP/s"
+    gbps = r["bytes"] / seconds / 1e9
+    return f"{gbps / 1e3:,.2f} TB/s" if gbps >= 100 else f"{gbps:,.1f} GB/s"
 
 
 def _ceiling(r) -> str:
@@ -126,39 +143,49 @@ def _spread(values) -> str:
     return f"{mid}×" if lo == hi else f"{mid}× ({lo}–{hi}×)"
 
 
-def summary(wide: pd.DataFrame) -> tables.Table:
-    """Per machine, op and dtype: the variant fastest at most shapes, by how much it beats the next
-    fastest there and eager everywhere, and the rate it achieves at its largest shape against the
-    ceiling measured in the same run. Figures come from the newest run of each shape."""
-    latest = tables.latest_per_case(wide)
-    rows = []
-    for (machine, op, dtype), g in latest.groupby(["machine", "op", "dtype"], sort=False):
-        ranked = [s[s["time_s"].notna()].sort_values("time_s") for _, s in g.groupby("shape_id", sort=False)]
-        ranked = [s for s in ranked if not s.empty]
-        if not ranked:
-            continue
-        wins = Counter(s.iloc[0]["variant"] for s in ranked)
-        best = max(wins, key=lambda v: (wins[v], -tables.VARIANT_ORDER.index(v) if v in tables.VARIANT_ORDER else 0))
-        won = [s for s in ranked if s.iloc[0]["variant"] == best]
-        margins = [s.iloc[1]["time_s"] / s.iloc[0]["time_s"] for s in won if len(s) > 1]
-        runner_up = Counter(s.iloc[1]["variant"] for s in won if len(s) > 1)
-        noisy = any(bool(s.iloc[0]["noisy"]) or (len(s) > 1 and bool(s.iloc[1]["noisy"])) for s in won)
-        mine = g[g["variant"] == best]
-        over_eager = mine["speedup_vs_eager"].dropna()
-        big = mine.sort_values("flops" if op in tables.COMPUTE_BOUND else "bytes").iloc[-1]
-        lead = f"{_spread(margins)} over {runner_up.most_common(1)[0][0]}" if margins else "only variant"
-        rows.append([
-            machine, op, dtype, "device" if g["device_time_s"].notna().all() else tables.HOST_ONLY,
-            f"{best}, {wins[best]} of {len(ranked)} shapes",
+def _ranking(op: str, d: pd.DataFrame, column: str) -> list[str]:
+    """The summary's cells after `time`, from `d`: one op and dtype, each variant's newest record
+    of each shape that has `column`."""
+    if d.empty:
+        return ["not recorded by any run", "—", "—", "—", "—"]
+    d = d.assign(loud=d[tables.SPREAD_OF[column]] > tables.NOISY_SPREAD * d[column])
+    ranked = [s.sort_values(column, kind="stable") for _, s in d.groupby("shape_id", sort=False)]
+    wins = Counter(s.iloc[0]["variant"] for s in ranked)
+    best = max(wins, key=lambda v: (wins[v], -tables.VARIANT_ORDER.index(v) if v in tables.VARIANT_ORDER else 0))
+    won = [s for s in ranked if s.iloc[0]["variant"] == best]
+    margins = [s.iloc[1][column] / s.iloc[0][column] for s in won if len(s) > 1]
+    runner_up = Counter(s.iloc[1]["variant"] for s in won if len(s) > 1)
+    noisy = any(bool(s.iloc[0]["loud"]) or (len(s) > 1 and bool(s.iloc[1]["loud"])) for s in won)
+    mine = d[d["variant"] == best].set_index("shape_id")
+    base = d[d["variant"] == tables.baseline(op)].set_index("shape_id").reindex(mine.index)
+    over = (base[column] / mine[column]).dropna()
+    over_noisy = bool((mine["loud"] | base["loud"].eq(True))[over.index].any())
+    big = mine.sort_values("flops" if op in tables.COMPUTE_BOUND else "bytes").iloc[-1]
+    lead = f"{_spread(margins)} over {runner_up.most_common(1)[0][0]}" if margins else "only variant"
+    return [f"{best}, {wins[best]} of {len(ranked)} shapes",
             lead + (" (noisy)" if noisy else ""),
-            _spread(over_eager.tolist()) + (" (noisy)" if mine["speedup_noisy"].any() else ""),
-            f"{_rate(big)}, {big['shape_id']}" + (" (noisy)" if big["noisy"] else ""),
-            _ceiling(big),
-        ])
+            _spread(over.tolist()) + (" (noisy)" if over_noisy else ""),
+            f"{_rate(op, big, big[column])}, {big.name}" + (" (noisy)" if big["loud"] else ""),
+            # the ceilings rate device time only: host time measures the CPU too
+            "—" if column == "host_time_back_to_back_s" else _ceiling(big)]
+
+
+def summary(wide: pd.DataFrame) -> tables.Table:
+    """Per machine, op and dtype, one row per time of SUMMARY_TIMES (SUMMARY_NOTE says what each
+    cell holds), every variant from its own newest record of each case (tables.newest_per_variant).
+    Where the op and dtype have no device time there (no GPU), single-call host time stands in for it."""
+    rows, runs = [], set()
+    for (machine, op, dtype), g in wide.groupby(["machine", "op", "dtype"], sort=False):
+        times = dict(SUMMARY_TIMES)
+        if g["device_time_s"].isna().all():
+            times = {"host_time_s": tables.HOST_ONLY} | {c: t for c, t in times.items() if c != "device_time_s"}
+        for column, name in times.items():
+            newest = tables.newest_per_variant(g, column)
+            runs |= set(newest["run"])
+            rows.append([machine, op, dtype, name, *_ranking(op, newest, column)])
     return tables.Table(["machine", "op", "dtype", "time", "fastest", "its lead where it wins",
                          f"its speedup over {tables.BASELINES}", "its rate at the largest shape",
-                         "of that run's ceiling"], rows,
-                        sorted(set(latest["run"])) if not latest.empty else [])
+                         "of that run's ceiling"], rows, sorted(runs))
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -367,7 +394,7 @@ def step_table(wide: pd.DataFrame) -> tables.Table:
     found = patterns()
     library = [re.compile(found[k]) for k in ("gemm", "split_k") if k in found]
     d = wide[wide["op"].isin(ops) & wide["kernel_times_in_order_s"].notna()]
-    d = d.sort_values(["datetime", "file"]).drop_duplicates(["machine", "case"], keep="last")
+    d = tables.newest_per_variant(d)
     rows = []
     for r in d.itertuples():
         step = [(n, t) for n, t in zip(r.kernel_names, r.kernel_times_in_order_s)
@@ -435,14 +462,6 @@ def overhead_verdict(wide: pd.DataFrame, op: str) -> str:
     return " ".join(texts) + (" Back to back, a call costs the larger of its CPU dispatch and its device time: "
                               "compiling saves device time but dispatches more slowly, so it pays once "
                               f"{base}'s device time outgrows the compiled module's dispatch.")
-
-
-def overhead_section(wide: pd.DataFrame, op: str) -> str:
-    """Markdown: the verdict, the sweep behind it and the files it comes from."""
-    table = tables.overhead_rows(wide, op)
-    if not table:
-        return ""
-    return overhead_verdict(wide, op) + "\n\n" + table.markdown() + "\n\n" + sources_line(table.sources)
 
 
 def results_table(wide: pd.DataFrame) -> tables.Table:
@@ -517,7 +536,7 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     intro = [f"{len(df)} measurements from {df['run'].nunique()} result files under `{results.name}/`: "
              f"{(df['source'] == 'pytest').sum()} from pytest-benchmark, {(df['source'] == 'asv').sum()} from ASV. "
              f"Each variant is compared with {tables.BASELINES} from the same run: the newest run that measured "
-             "the shape."]
+             "the shape; the summary instead takes each variant's own newest record."]
     for machine in machines:
         newest = wide[wide["machine"] == machine].sort_values(["datetime", "file"]).iloc[-1]
         if pd.isna(newest["copy_ceiling_Bps"]):
@@ -533,12 +552,8 @@ def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, li
     out: list[tuple[str, list[tuple]]] = []
     if not wide.empty:
         overview = summary(wide)
-        out.append(("Summary", [("text", "Per op and dtype: the variant fastest at most shapes, how far ahead of "
-                                         "the next fastest it is where it wins, its speedup over "
-                                         f"{tables.BASELINES} at every "
-                                         "shape, and the rate it reaches at its largest shape against the "
-                                         "ceiling measured in the same run."),
-                                ("table", overview), ("text", sources_line(overview.sources))]))
+        out.append(("Summary", [("text", SUMMARY_NOTE), ("table", overview),
+                                ("text", sources_line(overview.sources))]))
         speed = [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
                  if (png := speedup_plot(wide, m, op))]
         if speed:

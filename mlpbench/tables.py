@@ -113,6 +113,15 @@ def latest_per_case(df: pd.DataFrame, variant: str | None = None) -> pd.DataFram
     return picked.drop_duplicates(["machine", "case"], keep="last")
 
 
+def newest_per_variant(df: pd.DataFrame, column: str | None = None) -> pd.DataFrame:
+    """Each machine's newest record of each case (op/variant/dtype/shape), among the records that
+    carry `column` when given. Unlike latest_per_case, every variant comes from its own newest run,
+    so a variant that older runs lack is still there; ratios between two variants may pair two runs."""
+    if column is not None:
+        df = df[df[column].notna()]
+    return df.sort_values(["datetime", "file"]).drop_duplicates(["machine", "case"], keep="last")
+
+
 def _fmt_us(s) -> str:
     return "—" if pd.isna(s) else f"{s * 1e6:,.1f}"
 
