@@ -10,6 +10,16 @@ to at least three of the case's between-run noise where A/A runs measured it on 
 each verdict says which of the three set its threshold. Benchmarks stored without samples (peak
 memory, kernels per call, compile time) are judged by the threshold alone.
 
+Host time beside device time (a GPU case) measures the host's launch path, whose speed differs
+between boxes of one GPU model far more than the GPU's does. So it is compared between runs of one
+box only: each case's `track_box_id` (mlpbench/envinfo.py's box_id, read beside its figures) says
+which box measured base and head, and where they differ, or either is unknown, the verdict is "not
+compared (different boxes)" or "not compared (box unknown)": listed, never failing. On one box, host
+time queued back to back (`track_host_time_back_to_back`, what an eager loop pays per call) is gated,
+with a floor of its own (HOST_FLOOR) and its own between-run noise where A/A runs measured it;
+the synchronised single call (`track_host_time`) is listed, not gated. On a CPU, host time is the
+only time: gated as device time is, whichever box of the machine measured it.
+
 Revisions are prefixes of the commit hashes found in the result files, so a results folder copied
 away from any git repository works.
 """
@@ -27,16 +37,28 @@ from . import between_runs, codegen, results
 from .record import METRICS
 from .results import Point
 
-__all__ = ["GateInputError", "Point", "Verdict", "load", "resolve", "judge", "compare", "history", "markdown",
-           "as_json"]
+__all__ = ["GateInputError", "Point", "Verdict", "load", "resolve", "judge", "compare", "box_base", "host_on_one_box",
+           "history", "markdown", "as_json"]
 
 FLOOR = 0.02  # never flag less than a 2% slowdown, however quiet the benchmark
-# Reported, not gated (record.METRICS says which, and why): compile time, and host time wherever the
-# case also has device time (on a CPU host time is the only time, and is gated). They get verdicts
-# "slower (not gated)" and "faster (not gated)"; device time, kernels per call and peak memory are gated.
+# Host time on a box moves with everything else its CPU does (clock changes, other processes, the
+# scheduler), which a GPU's time does not, and the samples of one process see little of it: its
+# floor is five times device time's.
+HOST_FLOOR = 5 * FLOOR
+# Reported, not gated (record.METRICS says which, and why): compile time, and single-call host time
+# wherever the case also has device time (on a CPU host time is the only time, and is gated). They
+# get verdicts "slower (not gated)" and "faster (not gated)"; device time, kernels per call, peak
+# memory and back-to-back host time (on one box) are gated.
 NOT_GATED = tuple(name for name, m in METRICS.items() if m.gated == "no")
 HOST_TIME = tuple(name for name, m in METRICS.items() if m.gated == "without device time")
-DEVICE_TIME = "track_device_time"  # the method whose presence makes host time ungated
+DEVICE_TIME = "track_device_time"  # the method whose presence makes single-call host time ungated
+# Host time compared between runs of one box only (record.Metric.one_box): always, or where the
+# case has device time (HOST_TIME: on a CPU it is the only time, judged as device time is).
+ONE_BOX = tuple(name for name, m in METRICS.items() if m.one_box)
+BACK_TO_BACK = "track_host_time_back_to_back"
+# Not a measurement: which box measured a case (envinfo.box_id; 0 where nothing identified it), read
+# to decide whether its host time is compared, never judged itself.
+BOX = "track_box_id"
 # Not a measurement: the fingerprint of what Inductor generated (mlpbench/codegen.py), read to
 # attribute a compiled case's move to code generation, never judged itself.
 CODEGEN = "track_codegen"
@@ -88,14 +110,23 @@ class Verdict:
     ci_low: float | None
     ci_high: float | None
     threshold: float
-    # "regression", "improvement", "unchanged", "slower/faster (not gated)" (NOT_GATED), or
-    # "slower/faster (autotuner's pick)" (AUTOTUNER)
+    # "regression", "improvement", "unchanged", "slower/faster (not gated)" (NOT_GATED),
+    # "slower/faster (autotuner's pick)" (AUTOTUNER), or, for host time not measured on one box,
+    # "not compared (different boxes)" / "not compared (box unknown)" (ONE_BOX)
     verdict: str
     test: str
     compiles: bool = False  # a torch.compile'd case: its generated code is compared too
     cause: str | None = None  # what changed in the generated code, when it did (codegen.differences)
-    # what set the threshold: "floor", "within-run noise", "between-run noise" or "given"
+    # what set the threshold: "floor", "host floor" (HOST_FLOOR), "within-run noise", "between-run
+    # noise" (the figure's own: device or back-to-back host time) or "given"
     threshold_from: str = "floor"
+    # Host time beside device time (ONE_BOX) only, else None: "same box", "different boxes" or "box
+    # unknown", and the boxes that measured base and head (envinfo.box_id in hex; None: unknown).
+    boxes: str | None = None
+    base_box: str | None = None
+    head_box: str | None = None
+    # the commit host time was compared with where it is not the base's (host_on_one_box)
+    host_base: str | None = None
 
 
 def _noise(samples) -> float:
@@ -113,16 +144,18 @@ def _bootstrap_ratio(base, head, seed: int = 0) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def floor(point: Point) -> float:
-    """The smallest slowdown flagged for this benchmark: COMPILED_FLOOR where its variant compiles
-    (Variant.compiles, looked up when the point was read)."""
-    return COMPILED_FLOOR if point.compiles else FLOOR
+def floor(point: Point, host: bool = False) -> float:
+    """The smallest slowdown flagged for this benchmark: HOST_FLOOR for host time beside device time
+    (`host`), else COMPILED_FLOOR where its variant compiles (Variant.compiles, looked up when the
+    point was read)."""
+    return HOST_FLOOR if host else COMPILED_FLOOR if point.compiles else FLOOR
 
 
-def _threshold(base: Point, given: float | None, between: float | None, samples: bool) -> tuple[float, str]:
+def _threshold(base: Point, given: float | None, between: float | None, samples: bool,
+               host: bool = False) -> tuple[float, str]:
     if given is not None:
         return given, "given"
-    options = [(floor(base), "floor")]
+    options = [(floor(base, host), "host floor" if host else "floor")]
     if samples:
         options.append((NOISE_MULTIPLE * _noise(base.samples), "within-run noise"))
     if between:
@@ -130,21 +163,35 @@ def _threshold(base: Point, given: float | None, between: float | None, samples:
     return max(options, key=lambda o: o[0])
 
 
+def _box(box) -> str | None:
+    return f"{int(box):013x}" if box else None
+
+
+def _same_box(boxes: tuple) -> str:
+    base, head = boxes
+    return "box unknown" if not base or not head else "same box" if base == head else "different boxes"
+
+
 def judge(base: Point, head: Point, threshold: float | None = None, gated: bool | None = None,
-          between: float | None = None) -> Verdict:
+          between: float | None = None, boxes: tuple[int | None, int | None] | None = None) -> Verdict:
     """`gated` None: by the benchmark's name (NOT_GATED). `between`: the case's between-run
     allowance (between_runs.load), a lower bound on the default threshold; ignored when `threshold`
-    is given."""
+    is given. `boxes`: (base's, head's) box ids (0 or None: unknown) of host time beside device time,
+    which is compared only when one box measured both; None for every other benchmark (back-to-back
+    host time, which exists beside device time only, then counts as measured on unknown boxes)."""
+    if boxes is None and base.method in ONE_BOX and base.method not in HOST_TIME:
+        boxes = (None, None)
+    host = boxes is not None
     if base.samples and head.samples and len(base.samples) >= 5 and len(head.samples) >= 5:
         b, h = float(np.median(base.samples)), float(np.median(head.samples))
-        thr, why = _threshold(base, threshold, between, samples=True)
+        thr, why = _threshold(base, threshold, between, samples=True, host=host)
         lo, hi = _bootstrap_ratio(base.samples, head.samples)
         ratio = h / b
         slower, faster = ratio > 1 + thr and lo > 1, ratio < 1 / (1 + thr) and hi < 1
         test = f"bootstrap {CONFIDENCE:.0%} interval of the median ratio ({BOOTSTRAP} resamples)"
     else:
         b, h = base.value, head.value
-        thr, why = _threshold(base, threshold, between, samples=False)
+        thr, why = _threshold(base, threshold, between, samples=False, host=host)
         lo = hi = None
         ratio = h / b if b else (math.inf if h else 1.0)
         slower, faster = ratio > 1 + thr, ratio < 1 / (1 + thr)
@@ -154,8 +201,12 @@ def judge(base: Point, head: Point, threshold: float | None = None, gated: bool 
         gated = base.method not in NOT_GATED
     if not gated and verdict != "unchanged":
         verdict = "slower (not gated)" if slower else "faster (not gated)"
+    same = _same_box(boxes) if host else None
+    if host and same != "same box":
+        verdict = f"not compared ({same})"
     return Verdict(base.machine, base.benchmark, base.param, b, h, ratio, lo, hi, thr, verdict, test, base.compiles,
-                   threshold_from=why)
+                   threshold_from=why, boxes=same, base_box=_box(boxes[0]) if host else None,
+                   head_box=_box(boxes[1]) if host else None)
 
 
 def case_id(point: Point) -> str | None:
@@ -165,12 +216,30 @@ def case_id(point: Point) -> str | None:
     return f"{point.op}/{point.variant}/{point.dtype}/{point.shape_id}"
 
 
-def allowance(point: Point, allowances: dict[str, dict[str, float]]) -> float | None:
-    """The between-run allowance of `point`'s case on its machine, for device time only (the A/A
-    runs measure device time; host time, memory and counts have no between-run figure)."""
-    if point.method != DEVICE_TIME:
+def allowance(point: Point, allowances: dict[str, dict[str, float]],
+              host: dict[str, dict[str, float]] | None = None) -> float | None:
+    """The between-run allowance of `point`'s case on its machine: of device time from `allowances`,
+    of back-to-back host time from `host` (between_runs.load of each figure, by machine). The A/A runs
+    measure those two; single-call host time, memory and counts have no between-run figure."""
+    found = {DEVICE_TIME: allowances, BACK_TO_BACK: host or {}}.get(point.method)
+    if found is None:
         return None
-    return allowances.get(point.machine, {}).get(case_id(point))
+    return found.get(point.machine, {}).get(case_id(point))
+
+
+def _case_key(p) -> tuple:
+    # The op classes of one family share their parameters: standard.MlpDevice's case id is also
+    # standard.MlpCodegen's and standard.MlpHost's.
+    return p.machine, p.benchmark.split(".", 1)[0], p.param
+
+
+def boxes_of(points) -> dict[tuple, int]:
+    """{_case_key: box id} from the points' BOX benchmarks; 0 (unknown) where one case names two boxes."""
+    found: dict[tuple, set] = {}
+    for p in points:
+        if p.method == BOX and p.value is not None:
+            found.setdefault(_case_key(p), set()).add(int(p.value))
+    return {k: v.pop() if len(v) == 1 else 0 for k, v in found.items()}
 
 
 def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | None = None,
@@ -180,7 +249,8 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
     folder: a second run of the same commit, for an A/A check, or another box's results).
     `codegen_root`: the results root (results/), holding codegen/<fingerprint>.json, for saying what
     changed in a compiled case's generated code, and between-runs/<machine>.json, the cases'
-    between-run noise (between_runs.py)."""
+    between-run noise (between_runs.py). Host time beside device time is compared only where the
+    case's BOX points of base and head name one box (judge's `boxes`)."""
     head_points = points
     base_points = points if base_points is None else base_points
     base, head = resolve(base_points, base_rev), resolve(head_points, head_rev)
@@ -206,31 +276,35 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
             return (m, param) not in with_device_time
         return None
 
+    base_boxes, head_boxes = boxes_of(b.values()), boxes_of(h.values())
+
+    def boxes(key):
+        m, name, param, _ = key
+        if h[key].method not in ONE_BOX or (h[key].method in HOST_TIME and (m, param) not in with_device_time):
+            return None
+        return base_boxes.get(_case_key(b[key])), head_boxes.get(_case_key(h[key]))
+
     try:
-        allowances = {m: between_runs.load(codegen_root, m) for m in {k[0] for k in b}}
+        machines = {k[0] for k in b}
+        allowances = {m: between_runs.load(codegen_root, m) for m in machines}
+        host = {m: between_runs.load(codegen_root, m, between_runs.HOST) for m in machines}
     except ValueError as exc:
         raise GateInputError(str(exc)) from None
-    verdicts = [judge(b[k], h[k], threshold, gated(k), allowance(b[k], allowances))
-                for k in sorted(b.keys() & h.keys()) if k[1].rsplit(".", 1)[-1] != CODEGEN]
+    verdicts = [judge(b[k], h[k], threshold, gated(k), allowance(b[k], allowances, host), boxes(k))
+                for k in sorted(b.keys() & h.keys()) if k[1].rsplit(".", 1)[-1] not in (CODEGEN, BOX)]
     attribute(verdicts, b.values(), h.values(), codegen_root)
     return verdicts
-
-
-def _codegen_key(p) -> tuple:
-    # The op classes of one family share their parameters: standard.MlpDevice's case id is also
-    # standard.MlpCodegen's.
-    return p.machine, p.benchmark.split(".", 1)[0], p.param
 
 
 def attribute(verdicts: list[Verdict], base: list[Point], head: list[Point], codegen_root: Path | None) -> None:
     """Say, for each compiled case that moved past its threshold, whether its generated code changed
     and how; a move with nothing but other launch configurations becomes an AUTOTUNER verdict."""
     def fingerprints(points):
-        return {_codegen_key(p): p.value for p in points if p.method == CODEGEN}
+        return {_case_key(p): p.value for p in points if p.method == CODEGEN}
 
     fb, fh = fingerprints(base), fingerprints(head)
     for v in verdicts:
-        key = (v.machine, v.benchmark.split(".", 1)[0], v.param)
+        key = _case_key(v)
         if not v.compiles or v.verdict not in AUTOTUNER or key not in fb or key not in fh or fb[key] == fh[key]:
             continue
         records = [codegen.load(fp, codegen_root) if codegen_root else None for fp in (fb[key], fh[key])]
@@ -238,6 +312,46 @@ def attribute(verdicts: list[Verdict], base: list[Point], head: list[Point], cod
         v.cause = "; ".join(changes)
         if all(": Inductor chose " in c for c in changes):
             v.verdict = AUTOTUNER[v.verdict]
+
+
+def box_base(points: list[Point], head: str, machine: str | None = None) -> str | None:
+    """The latest commit but `head` (by date, as the nightly picks its base) that the box which
+    measured `head` measured too (BOX points); None when head's cases name no box or more than one,
+    or no other commit of that box is here."""
+    def boxes(commit):
+        return {int(p.value) for p in points if p.method == BOX and p.commit == commit and p.value
+                and (machine is None or p.machine == machine)}
+
+    mine = boxes(head)
+    if len(mine) != 1:
+        return None
+    others = sorted({(p.date, p.commit) for p in points if p.commit != head and p.value is not None
+                     and (machine is None or p.machine == machine)})
+    return next((c for _, c in reversed(others) if mine & boxes(c)), None)
+
+
+def host_on_one_box(points: list[Point], verdicts: list[Verdict], base: str, head: str, machine: str | None = None,
+                    threshold: float | None = None, codegen_root: Path | None = None
+                    ) -> tuple[list[Verdict], str | None]:
+    """`verdicts` (head against `base`, from compare) where host time was not compared because
+    another box measured `base`: compared instead against the latest commit that head's box measured
+    (box_base), as a same-box reference. Returns the verdicts and that commit (None where there is
+    none, or no verdict came from it); each verdict taken from it names it (host_base)."""
+    if not any(v.boxes == "different boxes" for v in verdicts):
+        return verdicts, None
+    other = box_base(points, head, machine)
+    if other is None or other == base:
+        return verdicts, None
+    again = {(v.machine, v.benchmark, v.param): v for v in compare(points, other, head, machine, threshold,
+                                                                   codegen_root=codegen_root)
+             if v.boxes == "same box"}
+    out = []
+    for v in verdicts:
+        w = again.get((v.machine, v.benchmark, v.param)) if v.boxes == "different boxes" else None
+        if w is not None:
+            w.host_base = other
+        out.append(w or v)
+    return out, other if any(v.host_base for v in out) else None
 
 
 def history(points: list[Point], last: int, machine: str | None = None,
@@ -267,16 +381,27 @@ def _fmt(x: float, benchmark: str) -> str:
     return f"{x:,.4g}"
 
 
+def _boxes_cell(v: Verdict) -> str:
+    if v.boxes is None:
+        return "—"
+    if v.boxes == "same box":
+        return f"{v.base_box} (same box" + (f", against {v.host_base[:8]})" if v.host_base else ")")
+    return f"{v.base_box or 'unknown'} → {v.head_box or 'unknown'}"
+
+
 def markdown(verdicts: list[Verdict]) -> str:
     def table(rows):
         causes = any(v.cause for v in rows)
+        boxes = any(v.boxes for v in rows)
         lines = ["| benchmark | parameters | base | head | ratio | 99% interval | threshold (from) | verdict |"
-                 + (" generated code |" if causes else ""),
-                 "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if causes else "")]
+                 + (" boxes (base → head) |" if boxes else "") + (" generated code |" if causes else ""),
+                 "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if boxes else "")
+                 + (" --- |" if causes else "")]
         for v in rows:
             ci = f"{v.ci_low:.4f}–{v.ci_high:.4f}" if v.ci_low is not None else "—"
             lines.append(f"| {v.benchmark} | {v.param} | {_fmt(v.base, v.benchmark)} | {_fmt(v.head, v.benchmark)} "
                          f"| {v.ratio:.4f} | {ci} | {v.threshold:.1%} ({v.threshold_from}) | {v.verdict} |"
+                         + (f" {_boxes_cell(v)} |" if boxes else "")
                          + (f" {v.cause or 'unchanged'} |" if causes else ""))
         return "\n".join(lines)
 
@@ -284,10 +409,13 @@ def markdown(verdicts: list[Verdict]) -> str:
     imp = [v for v in verdicts if v.verdict == "improvement"]
     info = [v for v in verdicts if v.verdict.endswith("(not gated)")]
     tuned = [v for v in verdicts if v.verdict in AUTOTUNER.values()]
+    apart = [v for v in verdicts if v.verdict.startswith("not compared")]
+    host = [v for v in verdicts if v.boxes == "same box" and v.verdict == "unchanged"]
     parts = [f"{len(verdicts)} benchmarks compared: {len(reg)} regressed, {len(imp)} improved, "
              f"{len(tuned)} moved with the autotuner's pick (not failing), "
              f"{len(info)} moved but not gated (host and compile time), "
-             f"{len(verdicts) - len(reg) - len(imp) - len(info) - len(tuned)} unchanged."]
+             f"{len(apart)} host-time figures not compared (base and head not measured on one box), "
+             f"{len(verdicts) - len(reg) - len(imp) - len(info) - len(tuned) - len(apart)} unchanged."]
     if reg:
         parts.append("### Regressions\n\n" + table(reg))
     if imp:
@@ -297,6 +425,11 @@ def markdown(verdicts: list[Verdict]) -> str:
                      "configurations (same kernel sources and settings; not failing)\n\n" + table(tuned))
     if info:
         parts.append("### Host and compile time that moved (not gated)\n\n" + table(info))
+    if apart:
+        parts.append("### Host time not compared: base and head were not measured on one box, and host speed "
+                     "differs between boxes (not failing)\n\n" + table(apart))
+    if host:
+        parts.append("### Host time compared on one box, unchanged\n\n" + table(host))
     return "\n\n".join(parts)
 
 

@@ -3,7 +3,9 @@
 1. record the checked-out commit with one plain `asv run` in this environment (`mlpbench asv`:
    standard tier on a GPU, quick on a CPU, compile benchmarks included);
 2. publish the HTML report (`asv publish`, assets served locally);
-3. gate it against the previous commit recorded for this machine (`mlpbench check`);
+3. gate it against the previous commit recorded for this machine (`mlpbench check`); host time,
+   compared between runs of one box only, against the previous commit this box recorded where
+   another box recorded that one (gate.host_on_one_box);
 4. write a markdown summary (to $GITHUB_STEP_SUMMARY when set).
 
 Exit status: 0 when nothing regressed, 1 on a regression, 3 when a step failed (ASV, publishing).
@@ -59,8 +61,14 @@ def run(args) -> int:
             base = earlier[-1][1]
             threshold = None if args.threshold is None else args.threshold / 100
             verdicts = gate.compare(points, base, head, machine, threshold, codegen_root=repo / "results")
-            _say(f"gate: {base[:8]} → {head[:8]}")
-            lines += [f"Compared with {base[:8]}, the previous commit recorded here.", "", gate.markdown(verdicts)]
+            verdicts, host_base = gate.host_on_one_box(points, verdicts, base, head, machine, threshold,
+                                                       codegen_root=repo / "results")
+            _say(f"gate: {base[:8]} → {head[:8]}" + (f" (host time: {host_base[:8]} → {head[:8]})" if host_base else ""))
+            lines.append(f"Compared with {base[:8]}, the previous commit recorded here.")
+            if host_base:
+                lines.append(f"Host time that another box recorded for {base[:8]} was compared with {host_base[:8]} "
+                             "instead, the previous commit this box recorded.")
+            lines += ["", gate.markdown(verdicts)]
     except gate.GateInputError as exc:
         failed.append(f"gate: {exc}")
     regressed = [v for v in verdicts if v.verdict == "regression"]

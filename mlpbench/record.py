@@ -29,6 +29,8 @@ class Record:
     device: str = _f("", "cuda or cpu")
     gpu: str = _f("", "the GPU's name (GPU runs only)")
     shard: int = _f("", "which process of a sharded run measured it (mlpbench run --shards)")
+    box_id: int = _f("", "the box that measured it (envinfo.box_id; 0: unknown): host time is compared "
+                         "between runs of one box only")
     flops: int = _f("FLOP", "floating-point operations per call (0 for memory-bound ops)")
     bytes: int = _f("B", "the fewest bytes one call must move through device memory")
     max_rel_err: float = _f("", "‖out − ref‖ / ‖ref‖ against float64, before any timing")
@@ -90,19 +92,30 @@ class Metric:
     # "yes": a slowdown fails the nightly; "no": reported only; "without device time": gated only
     # where the case has no device time (host time on a CPU).
     gated: str = "yes"
+    # Host time of a case that has device time: the host's launch path, whose speed differs between
+    # boxes of one GPU model far more than the GPU's does. The gate compares it between runs of one
+    # box only (mlpbench/gate.py), with a floor and a between-run noise of its own.
+    one_box: bool = False
 
 
 METRICS = {
     "track_device_time": Metric("seconds", "device time per call", "device_time_samples_s", samples=True),
     "track_peak_memory": Metric("bytes", "peak device memory of one call", "peak_memory_bytes"),
     "track_kernels_per_call": Metric("kernels", "compute kernels one call launches", "kernels_per_call"),
-    # Host time is taken in ASV's forked processes, where two runs of the same code differed by up
-    # to 28% while device time agreed to 0.3% (results/asv/h200/45327a1a-*.json against
-    # 78787db7-*.json): gated only where it is the only time there is.
+    # What an eager loop pays per call: gated, on one box. A GPU figure only (on a CPU nothing
+    # overlaps and the synchronised host time says it).
+    "track_host_time_back_to_back": Metric("seconds", "host time per call, calls queued back to back",
+                                           "host_time_back_to_back_samples_s", samples=True, one_box=True),
+    # A single call between two synchronisations holds the launch latency and the wait for the GPU as
+    # well as the host's own work, and in ASV's forked processes it moves between runs of the same
+    # code far more than device time does: gated only where it is the only time there is (a CPU).
     "track_host_time": Metric("seconds", "host time per synchronised call", "host_time_samples_s", samples=True,
-                              gated="without device time"),
+                              gated="without device time", one_box=True),
     "time_host": Metric("seconds", "host time per call (ASV's timer, benchmark versions before v4)",
-                        gated="without device time"),
+                        gated="without device time", one_box=True),
+    # Not a measurement: which box measured the case's figures (envinfo.box_id). The gate reads it to
+    # compare host time between runs of one box only, never judges it.
+    "track_box_id": Metric("box", "the box that measured the case (mlpbench/envinfo.py)", "box_id", gated="no"),
     # Not a speed: changes when Inductor generates other code or picks another configuration. The
     # gate reads it to attribute a compiled case's move to code generation.
     "track_codegen": Metric("fingerprint", "what Inductor generated, as one integer (mlpbench/codegen.py)",

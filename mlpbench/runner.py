@@ -103,8 +103,9 @@ def describe(p: Prepared, tier: str | None) -> Record:
     return Record(
         case=c.id, op=c.op, variant=c.variant, dtype=c.dtype, shape=c.shape.as_dict(), shape_id=c.shape.id,
         tier=tier, device=p.device, flops=p.workload.flops, bytes=p.workload.bytes, max_rel_err=p.max_rel_err,
-        tolerance=workloads.TOLERANCE[c.dtype], source=p.workload.source,
+        tolerance=workloads.tolerance(p.workload), source=p.workload.source,
         gpu=environment()["gpu"] if p.device == "cuda" else None,
+        box_id=environment()["box_id"],
         codegen=p.codegen,
         # No Triton kernel (a CPU run: Inductor generated C++), nothing for the gate to compare.
         codegen_fingerprint=p.codegen["fingerprint"] if p.codegen and p.codegen["kernels"] else None,

@@ -218,10 +218,12 @@ def test_compile_time_and_host_time_beside_device_time_are_reported_not_gated(tm
     peak = gate.judge(point("track_peak_memory", 1e9), point("track_peak_memory", 1.5e9))
     assert peak.verdict == "regression"
 
-    # Through compare: host time of a case with device time is not gated; without it (a CPU), it is.
+    # Through compare: host time of a case with device time is not gated (and compared on one box
+    # only: both commits name the same box); without it (a CPU), it is.
     path = _write(tmp_path, A, 1, [36.5e-6, 220e-6], seed=1)
     doc = json.loads(path.read_text())
     doc["results"]["asv_cases.DeviceHost.time_host"] = [[1e-4, 1e-4], [CASES], "v2", 0, 1.0]
+    doc["results"]["asv_cases.DeviceHost.track_box_id"] = [[7.0, 7.0], [CASES], "v2", 0, 1.0]
     doc["results"]["asv_cases.CpuHost.time_host"] = [[1e-4], [["'linear/eager/fp32/t1024-i32-o64'"]], "v2", 0, 1.0]
     path.write_text(json.dumps(doc))
     _write(tmp_path, B, 2, [36.5e-6, 220e-6], seed=1)
@@ -236,12 +238,13 @@ def test_compile_time_and_host_time_beside_device_time_are_reported_not_gated(tm
 
 def test_host_time_is_told_by_method_name_in_old_and_new_result_files(tmp_path):
     """Benchmarks moved from module asv_cases to standard, and time_host became track_host_time:
-    host time beside device time stays ungated under either name."""
+    host time beside device time stays ungated under either name (on one box: both name box 7)."""
     for commit, date, scale in ((A, 1, 1.0), (B, 2, 1.3)):
         path = _write(tmp_path, commit, date, [36.5e-6, 220e-6], seed=1)
         doc = json.loads(path.read_text())
         doc["results"] = {"standard.GeluMulDevice.track_device_time": doc["results"]["asv_cases.Device.track_device_time"],
-                          "standard.GeluMulHost.track_host_time": [[1e-4 * scale, 1e-4 * scale], [CASES], "v2", 0, 1.0]}
+                          "standard.GeluMulHost.track_host_time": [[1e-4 * scale, 1e-4 * scale], [CASES], "v2", 0, 1.0],
+                          "standard.GeluMulHost.track_box_id": [[7.0, 7.0], [CASES], "v2", 0, 1.0]}
         path.write_text(json.dumps(doc))
     verdicts = {(v.benchmark, v.param): v.verdict for v in gate.compare(gate.load(tmp_path), "a", "b")}
     assert verdicts[("standard.GeluMulHost.track_host_time", CASES[0].strip("'"))] == "slower (not gated)"
