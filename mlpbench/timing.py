@@ -121,9 +121,8 @@ def _replay_samples(graph: torch.cuda.CUDAGraph, replays: int) -> list[float]:
     """Seconds of each of `replays` back-to-back replays, timed with CUDA events, after a warm-up."""
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
-    # Warm up for WARMUP_S: on the H200 the first 3-4 replays of a 2 ms graph ran up to 12% slower
-    # than the rest (results/archive/h200-timing-v1/20261129T203732Z-standard.json, gelu_mul at 8192 × 14336),
-    # which widened every interval the gate computes.
+    # Warm up for WARMUP_S: the first few replays of a graph run slower than the rest, which would
+    # widen every interval the gate computes.
     deadline = time.perf_counter() + WARMUP_S
     while time.perf_counter() < deadline:
         graph.replay()
@@ -223,9 +222,8 @@ CEILINGS_VERSION = 2
 def memory_ceiling(numel: int = 2**30 // 4, device: str = "cuda") -> dict:
     """The copy ceiling as the best of bandwidth.probes, each method's figure kept, and the
     vendor's figure beside it. Eager calls between events, not graph replay: captured into a CUDA
-    graph, copy_ becomes a memcpy node served by the copy engines, which moved 2.77 TB/s on the H200
-    while elementwise kernels in the same run moved up to 4.37 TB/s
-    (results/archive/h200-timing-v1/20261129T203732Z-standard.json)."""
+    graph, copy_ becomes a memcpy node served by the copy engines, which move less than elementwise
+    kernels do."""
     from . import bandwidth
 
     rates = {}
