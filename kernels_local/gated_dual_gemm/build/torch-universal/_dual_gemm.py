@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._fast_launch import launcher, token
+from ._fast_launch import launcher, plain, plan_key, remember, token
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -612,18 +612,11 @@ _interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=
 # torch.compile when no gradient is wanted (skipping the op's dispatch), and the ops' bodies take
 # it too, which is what a compiled graph calls.  Non-contiguous weights, rows that need a copy,
 # empty inputs and tuning overrides take the general path.
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _PLANS = {}
-MAX_PLANS = 1024  # keys kept; past this the cache starts again
 
 
 def _plain(*tensors) -> bool:
-    """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
-    say) or another device (meta) dispatches through the op instead, which handles it."""
-    for t in tensors:  # a loop, not all(...): this runs on every eager call
-        if type(t) not in _PLAIN_TYPES or not (t.is_cuda or (_INTERPRETED and t.is_cpu)):
-            return False
-    return True
+    return plain(tensors, _INTERPRETED)
 
 
 def _wants_grad(*tensors) -> bool:
@@ -660,16 +653,11 @@ def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
 
 def _planned(x, weights, activation: str, fused: int, interleaved: bool):
     """h from the plan of this call's key, or None where the general path must run."""
-    key = [activation, fused, interleaved]
-    for t in (x, *weights):
-        key += (t.shape, t.stride(), t.dtype, t.get_device())
-    key = tuple(key)
+    key = plan_key((x, *weights), activation, fused, interleaved)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _make_plan(x, weights, activation, fused, interleaved)
-        if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        remember(_PLANS, key, plan)
     if not plan:
         return None
     if plan[0] == "unfused":

@@ -47,6 +47,35 @@ def token() -> int:
     return next(_TOKENS)
 
 
+# What the kernels' planned eager paths share: which calls may take them, and their plan caches.
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+MAX_PLANS = 1024  # keys a plan cache keeps; past this it starts again
+
+
+def plain(tensors, interpreted: bool) -> bool:
+    """Plain tensors where the kernels run (CUDA, or the CPU under the interpreter): a subclass (a
+    fake or functional tensor while tracing, say) or another device (meta) goes through the op,
+    which handles it."""
+    for t in tensors:  # a loop, not all(...): this runs on every eager call
+        if type(t) not in _PLAIN_TYPES or not (t.is_cuda or (interpreted and t.is_cpu)):
+            return False
+    return True
+
+
+def plan_key(tensors, *extra) -> tuple:
+    """What a plan depends on: each tensor's shape, strides, dtype and device, and `extra`."""
+    key = list(extra)
+    for t in tensors:
+        key += (t.shape, t.stride(), t.dtype, t.get_device())
+    return tuple(key)
+
+
+def remember(plans: dict, key, plan) -> None:
+    if len(plans) >= MAX_PLANS:
+        plans.clear()
+    plans[key] = plan
+
+
 def _base(a):
     return a if isinstance(a, torch.Tensor) else a.base
 

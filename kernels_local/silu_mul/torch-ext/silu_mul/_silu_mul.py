@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._fast_launch import launcher, token
+from ._fast_launch import launcher, plain, plan_key, remember, token
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -341,26 +341,12 @@ _forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
 # The public function takes this path directly outside torch.compile (skipping the op's dispatch),
 # and the ops' bodies take it too, which is what a compiled graph calls.  Layouts the kernels
 # cannot read in place and empty tensors take the general path.
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _FORWARD_PLANS = {}
 _BACKWARD_PLANS = {}
-MAX_PLANS = 1024  # keys kept per direction; past this the cache starts again
 
 
 def _plain(*tensors) -> bool:
-    """Plain tensors where the kernels run: a subclass (a fake or functional tensor while tracing,
-    say) or another device (meta) dispatches through the op instead, which handles it."""
-    for t in tensors:  # a loop, not all(...): this runs on every eager call
-        if type(t) not in _PLAIN_TYPES or not (t.is_cuda or (_INTERPRETED and t.is_cpu)):
-            return False
-    return True
-
-
-def _key(*tensors):
-    key = []
-    for t in tensors:
-        key += (t.shape, t.stride(), t.dtype, t.get_device())
-    return tuple(key)
+    return plain(tensors, _INTERPRETED)
 
 
 def _in_place_plan(tensors):
@@ -371,21 +357,15 @@ def _in_place_plan(tensors):
     return token(), *_plan(rows)
 
 
-def _remember(plans: dict, key, plan):
-    if len(plans) >= MAX_PLANS:
-        plans.clear()
-    plans[key] = plan
-
-
 def _planned_forward(gate, up):
-    key = _key(gate, up)
+    key = plan_key((gate, up))
     plan = _FORWARD_PLANS.get(key)
     out = gate.new_empty(gate.shape)
     if plan is None:
         _check_inputs(gate, up)
         _check_runnable(gate.device)
         plan = (gate.numel() and _in_place_plan((gate, up, out))) or False
-        _remember(_FORWARD_PLANS, key, plan)
+        remember(_FORWARD_PLANS, key, plan)
     if not plan:
         return _general_forward(gate, up)
     with _on_device(gate.device):
@@ -394,7 +374,7 @@ def _planned_forward(gate, up):
 
 
 def _planned_backward(grad, gate, up):
-    key = _key(grad, gate, up)
+    key = plan_key((grad, gate, up))
     plan = _BACKWARD_PLANS.get(key)
     grad_gate = gate.new_empty(gate.shape)
     grad_up = gate.new_empty(gate.shape)
@@ -404,7 +384,7 @@ def _planned_backward(grad, gate, up):
         _check_runnable(gate.device)
         same = grad.dtype == gate.dtype and gate.numel()
         plan = (same and _in_place_plan((grad, gate, up, grad_gate, grad_up))) or False
-        _remember(_BACKWARD_PLANS, key, plan)
+        remember(_BACKWARD_PLANS, key, plan)
     if not plan:
         return _general_backward(grad, gate, up)
     with _on_device(gate.device):
