@@ -25,5 +25,5 @@ fi
 # Build with the setuptools already there when there is one (an offline box cannot fetch it).
 isolation=()
 .venv/bin/python -c "import setuptools" 2>/dev/null && isolation=(--no-build-isolation)
-.venv/bin/python -m pip install -q "${isolation[@]}" -e ".[test]"
+.venv/bin/python -m pip install -q "${isolation[@]}" -e ".[test,model]"
 echo "setup: ready: $(.venv/bin/python -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda" if torch.cuda.is_available() else "cpu")')"
