@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     asv.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
 
-    nig = sub.add_parser("nightly", help="record this commit with ASV, publish the report, gate against the previous commit")
+    nig = sub.add_parser("nightly", help="CI: record this commit with ASV, publish the report, gate against the previous "
+                                         "commit")
     nig.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     nig.add_argument("--tier", help="default: standard on a GPU, quick on a CPU")
     nig.add_argument("--bench", help="ASV's own --bench regex, instead of the tier's")
@@ -91,11 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
     nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
 
-    sto = sub.add_parser("store", help="put this machine's ASV results on the results branch and push, "
+    sto = sub.add_parser("store", help="CI: put this machine's ASV results on the results branch and push to --remote, "
                                        "building again on the new tip when another machine pushed first")
     sto.add_argument("--machine", required=True, help="ASV machine name: results/asv/<machine>/ is stored")
     sto.add_argument("--repo", type=Path, default=ROOT, help="the checkout holding results/asv (default: this one)")
-    sto.add_argument("--remote", default="origin", help="remote to push to (default: origin)")
+    # No default: in a clone, origin is the repository it came from, and nothing pushes unasked.
+    sto.add_argument("--remote", required=True, help="the remote to push to, named explicitly (the workflow passes origin)")
     sto.add_argument("--branch", default="results", help="branch holding the results (default: results)")
     sto.add_argument("--attempts", type=int, default=5, help="pushes to try before giving up (default: 5)")
     sto.add_argument("--backoff", type=float, default=2.0, metavar="SECONDS",

@@ -1,6 +1,6 @@
 """`mlpbench store`: put one machine's ASV results on the shared `results` branch, losing nothing.
 
-    mlpbench store --machine NAME [--repo DIR] [--remote origin] [--branch results]
+    mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch results]
                    [--attempts 5] [--backoff SECONDS]
 
 Every machine of the nightly fleet pushes to the same branch, so pushes race: when two runners

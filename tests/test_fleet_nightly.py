@@ -60,7 +60,7 @@ def test_two_machines_store_on_one_branch_and_publish_one_report(tmp_path):
         _run(["bash", "-c", _workflow_step("nightly", "Restore the results of earlier nights")], clone)
         night = _nightly(clone, home, machine)
         assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
-        stored = _run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", machine, "--repo", str(clone),
+        stored = _run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", machine, "--remote", "origin", "--repo", str(clone),
                        "--backoff", "0.1"], clone)
         assert "files added" in stored.stdout, stored.stdout
 

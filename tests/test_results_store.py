@@ -114,7 +114,7 @@ def test_a_push_that_keeps_failing_exits_3_and_keeps_the_files(tmp_path):
     clone = _clone(origin, tmp_path / "h200")
     result = _write_result(clone, "h200", "abcdef01")
 
-    proc = subprocess.run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", "h200", "--repo", str(clone),
+    proc = subprocess.run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", "h200", "--remote", "origin", "--repo", str(clone),
                            "--attempts", "3", "--backoff", "0"], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
     assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -170,3 +170,13 @@ def test_bad_input_is_named(tmp_path):
         results_store.store(clone, "h200", attempts=0)
     with pytest.raises(StoreError, match="is not a git checkout"):
         results_store.store(tmp_path, "h200")
+
+
+def test_store_pushes_nowhere_without_a_named_remote(tmp_path):
+    origin = _origin(tmp_path)
+    clone = _clone(origin, tmp_path / "h200")
+    _write_result(clone, "h200", "abcdef01")
+    proc = subprocess.run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", "h200", "--repo", str(clone)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--remote" in proc.stderr, proc.stderr
+    assert _git(origin, "branch", "--list", "results") == ""

@@ -37,7 +37,7 @@ def test_nightly_runs_on_every_machine_of_the_fleet_on_schedule_and_by_hand():
     assert job["steps"][0]["with"]["fetch-depth"] == 0
     assert 'mlpbench nightly --machine "$MACHINE"' in _runs(job)
     store = next(s for s in job["steps"] if "mlpbench store" in s.get("run", ""))
-    assert store["if"] == "always()" and '--machine "$MACHINE"' in store["run"]
+    assert store["if"] == "always()" and '--machine "$MACHINE" --remote origin' in store["run"]
     assert "git push" not in _runs(job)
     uploads = {s["with"]["path"]: s for s in job["steps"] if "upload-artifact" in s.get("uses", "")}
     # the night's results and the codegen records the gate reads, even when a step failed
