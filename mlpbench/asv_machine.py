@@ -13,6 +13,13 @@ As an ASV plugin (asv.conf.json's "plugins"), `setup()` makes ASV's own commands
 `asv machine --yes` writes it, `asv run` without `--machine` finds it under the same name, and a
 run refreshes its SPLIT_KEYS from the environment, so a registered box never records under stale
 versions.
+
+The versions a result is filed under are read by the environment's own interpreter, which its
+benchmark processes are, just before they run: in an environment ASV made, ASV's own process may
+import another torch than the one measuring. A torch other than the one the environment's name
+promises stops the run (`check_environment_name`, in the plugin and in every benchmark process).
+The `python` key is the interpreter's version, not its path, so one box is one series wherever the
+checkout lies.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import subprocess
 from pathlib import Path
 
 # The environment keys that become ASV series keys.
@@ -68,6 +77,52 @@ def machine_entry(name: str | None = None) -> dict:
         **host,
         **{k: str(env[k]) for k in SPLIT_KEYS},
     }
+
+
+class EnvironmentMismatch(RuntimeError):
+    """The environment's name promises one torch and another one was imported."""
+
+
+def promised_torch(env_name: str) -> str | None:
+    """The torch version an ASV environment's name carries (`virtualenv-py3.11-torch2.13.0`), or None."""
+    m = re.search(r"(?:^|-)torch([0-9][^-]*)(?:-|$)", env_name or "")
+    return m.group(1) if m else None
+
+
+def check_environment_name(env_name: str | None, torch_version: str) -> None:
+    """Raise EnvironmentMismatch when `env_name` names a torch release other than `torch_version`
+    (a local label such as +cpu is the build of that release, not another one)."""
+    promised = promised_torch(env_name or "")
+    if promised and promised.split("+")[0] != torch_version.split("+")[0]:
+        raise EnvironmentMismatch(
+            f"ASV environment {env_name!r} promises torch {promised}, but torch {torch_version} was imported: "
+            "its results would be filed under the wrong torch. Remove the environment (asv.conf.json's "
+            "env_dir) and run again.")
+
+
+def running_versions() -> dict:
+    """The series keys as this interpreter imports them, and its Python version (major.minor)."""
+    import torch
+
+    from .envinfo import environment
+
+    check_environment_name(os.environ.get("ASV_ENV_NAME"), torch.__version__)
+    env = environment()
+    return {k: str(env[k]) for k in SPLIT_KEYS} | {"python": ".".join(platform.python_version_tuple()[:2])}
+
+
+_RUNNING_VERSIONS = "import json; from mlpbench.asv_machine import running_versions as v; print(json.dumps(v()))"
+
+
+def _environment_versions(env) -> dict:
+    """`running_versions()` asked of an ASV environment's interpreter; raises EnvironmentMismatch."""
+    try:
+        out = env.run(["-c", _RUNNING_VERSIONS], env=os.environ | env._global_env_vars)
+    except Exception as exc:  # noqa: BLE001 - ASV's ProcessError carries the child's stderr
+        if "EnvironmentMismatch" in str(exc):
+            raise EnvironmentMismatch(str(exc).strip().splitlines()[-1]) from None
+        raise RuntimeError(f"could not read the versions in environment {env.name}: {exc}") from None
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _write(path: Path, doc: dict) -> None:
@@ -129,4 +184,19 @@ def setup() -> None:
         return stock_run(c, **(kwargs | {k: v for k, v in machine_entry().items() if k not in given}))
 
     machine_command.Machine.run = classmethod(run)
+
+    from asv import util
+    from asv.commands import run as run_command
+
+    stock_run_benchmarks = run_command.run_benchmarks
+
+    def run_benchmarks(benchmarks, env, results=None, **kwargs):
+        if results is not None:
+            try:
+                results._params.update(_environment_versions(env))
+            except EnvironmentMismatch as exc:
+                raise util.UserError(str(exc)) from None
+        return stock_run_benchmarks(benchmarks, env, results=results, **kwargs)
+
+    run_command.run_benchmarks = run_benchmarks
     cls._mlpbench = True

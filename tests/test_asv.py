@@ -240,6 +240,16 @@ def test_plain_asv_run_in_a_virtualenv_it_makes_runs_our_kernel_from_the_install
     (result_file,) = (repo / "results" / "asv" / machine).glob("*-virtualenv-*.json")
     doc = json.loads(result_file.read_text())
     assert doc["requirements"] == {"torch": "2.13.0"}
+    # The torch the matrix names is the torch that ran, and the result says which build it was: read
+    # by the environment's interpreter, not by ASV's own process.
+    (site,) = (repo / ".asv" / "env").glob("*/lib/python*/site-packages")
+    (installed,) = site.glob("torch-*.dist-info")
+    ran = installed.name.removeprefix("torch-").removesuffix(".dist-info")
+    assert ran.split("+")[0] == "2.13.0", ran
+    assert doc["params"]["torch"] == ran
+    assert doc["params"]["python"] == "{}.{}".format(*sys.version_info[:2])
+    # A CPU box gets no CUDA build: no NVIDIA package in the environment.
+    assert not [p.name for p in site.iterdir() if p.name.lower().startswith("nvidia")]
     row = dict(zip(doc["result_columns"], doc["results"]["quick.GeluMulTrainHost.track_host_time"]))
     values = dict(zip(itertools.product(*row["params"]), row["result"]))
     assert values[("'eager'", "'fp32'", "'t333-h3000'")] > 0
