@@ -22,8 +22,8 @@ ASV starts a process for every parameter combination of every benchmark. Narrowi
 a new token count), `CompileTimeDynamic` (the MLP with dynamic=True) and `ChangingShapes` (the MLP
 over ten token counts in a row, compilation included, for compiled, Liger and ours).
 
-Nothing here depends on the machine or on environment variables: a combination that cannot run
-here raises NotImplementedError in `setup` with the reason (ASV's skip): one that is not a case
+The classes and their parameters depend on nothing of the machine or the environment (only what a
+setup_cache measures does: $MLPBENCH_CASES narrows it). A combination that cannot run here raises NotImplementedError in `setup` with the reason (ASV's skip): one that is not a case
 (fp32 at a shape measured in half precision only), a GPU-sized shape on a CPU, device figures
 without a GPU, a Triton kernel on a CPU. A case whose output fails the float64 check raises
 CorrectnessError in the cache and is recorded as failed.
@@ -38,7 +38,7 @@ import time
 import types
 from pathlib import Path
 
-from . import codegen, registry, runner, timing
+from . import asv_machine, codegen, registry, runner, timing
 from .record import METRICS
 from .compile_probe import probe
 
@@ -146,9 +146,29 @@ def measure_case(case_id: str) -> dict:
     return record.extra_info()
 
 
+# ASV never tells a benchmark process what `--bench` selected, so a setup_cache measures every case of
+# its op unless this variable, a regular expression searched in case ids, narrows what it measures.
+CASES_ENV = "MLPBENCH_CASES"
+
+
+def selected(ids: list[str]) -> list[str]:
+    """The ids that $MLPBENCH_CASES selects (all of them when it is unset or empty)."""
+    import re
+
+    pattern = os.environ.get(CASES_ENV, "")
+    if not pattern:
+        return ids
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise registry.SelectionError(f"{CASES_ENV}={pattern!r} is not a regular expression: {exc}") from None
+    return [i for i in ids if rx.search(i)]
+
+
 def _entry(cache: dict, case_id: str) -> dict:
     if case_id not in cache:
-        raise NotImplementedError(f"{case_id} is not a case of the registry")
+        raise NotImplementedError(f"{case_id} was not measured: {CASES_ENV}={os.environ.get(CASES_ENV, '')!r} "
+                                  "does not select it")
     entry = cache[case_id]
     if "skip" in entry:
         raise NotImplementedError(entry["skip"])
@@ -187,7 +207,7 @@ def op_classes(family: str, op: str) -> dict[str, type]:
     def setup_cache(self):
         # Runs in a process of ASV's own, so changing its thread count touches nothing else.
         _leave_a_core_for_asv()
-        return _each([c.id for c in cases(family, op)], f"{family}.{op}", measure_case)
+        return _each(selected([c.id for c in cases(family, op)]), f"{family}.{op}", measure_case)
 
     setup_cache.timeout = 3600
     setup_cache = _own_cache_key(setup_cache, f"{family}.{registry.class_name(op)}")
@@ -207,8 +227,21 @@ def op_classes(family: str, op: str) -> dict[str, type]:
     def host_setup(self, cache, variant, dtype, shape):
         self.entry = entry(cache, variant, dtype, shape)
 
+    def dry_cache():
+        # What setup_cache would hand `setup` here, without measuring: each case's skip, or the
+        # fields this device records (see skip_reasons).
+        device = runner.default_device()
+        out = {}
+        for i in selected([c.id for c in cases(family, op)]):
+            case = registry.case_by_id(i)
+            reason = reason_not_here(case, device) or runner.timing_skip_reason(case, device)
+            fields = (DEVICE_METRICS + (CODEGEN_METRICS if registry.OPS[op].variant(case.variant).compiles else ())
+                      if device == "cuda" else ())
+            out[i] = {"skip": reason} if reason else {METRICS[m].field: None for m in fields}
+        return out
+
     common = {"params": params, "param_names": ["variant", "dtype", "shape"], "version": VERSION,
-              "timeout": 600, "setup_cache": setup_cache}
+              "timeout": 600, "setup_cache": setup_cache, "dry_cache": staticmethod(dry_cache)}
     what = registry.OPS[op].what
     name = registry.class_name(op)
     compilers = list(registry.OPS[op].of_role("compiler"))
@@ -281,7 +314,8 @@ def probe_cases(family: str) -> list[registry.Case]:
     return out
 
 
-def _probe_here(case: registry.Case) -> None:
+def _probe_here(case: registry.Case | str) -> None:
+    case = registry.case_by_id(case) if isinstance(case, str) else case
     reason = reason_not_here(case, runner.default_device()) or runner.timing_skip_reason(case, runner.default_device())
     if reason:
         raise NotImplementedError(reason)
@@ -294,7 +328,7 @@ def _skip_in_setup(self, cache, param):
 
 
 def _probe_class(name: str, family: str, ids: list[str], measure, tracks: dict[str, str], doc: str,
-                 param_name: str = "case") -> type:
+                 param_name: str = "case", precheck=None) -> type:
     """An ASV class whose one setup_cache runs `measure` per id (each probe starts fresh processes of
     its own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result."""
     def setup_cache(self):
@@ -316,8 +350,16 @@ def _probe_class(name: str, family: str, ids: list[str], measure, tracks: dict[s
     return type(name, (), {
         "params": [ids], "param_names": [param_name], "version": VERSION, "timeout": 3600,
         "setup_cache": _own_cache_key(setup_cache, f"{family}.{name}"), "setup": _skip_in_setup, **body,
-        "__doc__": doc,
+        "dry_cache": staticmethod(lambda: {i: _dry_probe(precheck or _probe_here, i) for i in ids}), "__doc__": doc,
     })
+
+
+def _dry_probe(precheck, param) -> dict:
+    try:
+        precheck(param)
+    except NotImplementedError as exc:
+        return {"skip": str(exc)}
+    return {}
 
 
 def _probe(case_id: str, **kw) -> dict:
@@ -380,7 +422,7 @@ def compile_classes(family: str) -> dict[str, type]:
         "ChangingShapes": _probe_class(
             "ChangingShapes", family, list(runs), sequence, {"track_total": "total_s"},
             "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
-            param_name="sequence"),
+            param_name="sequence", precheck=lambda seq_id: _probe_here(runs[seq_id][0])),
     }
 
 
@@ -418,6 +460,11 @@ def family(name: str, results: Path | None = None) -> dict[str, type]:
         RESULTS = Path(results)
     if name not in FAMILIES:
         raise registry.SelectionError(f"unknown benchmark family {name!r}; valid: {', '.join(FAMILIES)}")
+    import torch
+
+    # In a benchmark process of an environment ASV made: its results must not be filed under a torch
+    # other than the one measuring (asv_machine).
+    asv_machine.check_environment_name(os.environ.get("ASV_ENV_NAME"), torch.__version__)
     if runner.default_device() == "cuda":
         preload()
     out = {}
@@ -425,6 +472,33 @@ def family(name: str, results: Path | None = None) -> dict[str, type]:
         if shapes(name, op):
             out |= op_classes(name, op)
     return out | compile_classes(name)
+
+
+def skip_reasons(names=tuple(FAMILIES), bench: str | None = None):
+    """(ASV's name of a benchmark with its parameters, why its `setup` skips it on this machine or
+    None) for every benchmark of the families that `bench` (ASV's --bench: a regex searched in that
+    name) selects. It calls each class's own `setup` on what its cache would hold, without measuring."""
+    import itertools
+    import re
+
+    rx = re.compile(bench) if bench else None
+    for name in names:
+        for cls_name, cls in family(name).items():
+            cache = cls.dry_cache()
+            methods = sorted(m for m in vars(cls) if m.startswith(("track_", "time_")))
+            for values in itertools.product(*cls.params):
+                label = ", ".join(repr(v) for v in values)
+                benches = [f"{name}.{cls_name}.{m}({label})" for m in methods]
+                benches = [b for b in benches if rx is None or rx.search(b)]
+                if not benches:
+                    continue
+                try:
+                    cls.setup(cls(), cache, *values)
+                    reason = None
+                except NotImplementedError as exc:
+                    reason = str(exc)
+                for b in benches:
+                    yield b, reason
 
 
 def tier_regex(tier: str) -> str:

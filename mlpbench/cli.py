@@ -11,6 +11,10 @@ passed or was skipped with a reason, 1 when a case failed (a wrong result, a cra
 is one plain `asv run` in this Python (a GPU box's own CUDA torch, no network needed) for the
 checked-out commit, recorded under its hash in results/asv/<machine>/; it prints the command.
 
+    mlpbench skips [--bench REGEX] [--all]
+
+lists each ASV benchmark that skips on this machine with its reason (ASV itself records only n/a).
+
     mlpbench report [--results DIR] [--output DIR] [--pages DIR]
 
 reads every result under results/ and writes the report (--output: report.html, report.md,
@@ -81,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     asv.add_argument("--machine", help="ASV machine name (default: the GPU model, e.g. h200)")
     asv.add_argument("--repo", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     asv.add_argument("asv_args", nargs="*", help="passed to `asv run` after '--'")
+
+    skp = sub.add_parser("skips", help="each ASV benchmark that skips on this machine, with the reason its setup "
+                                       "gives (what `asv run` shows as n/a)")
+    skp.add_argument("--bench", help="ASV's own --bench regex (default: every family)")
+    skp.add_argument("--all", action="store_true", help="also list the benchmarks that run here")
 
     nig = sub.add_parser("nightly", help="CI: record this commit with ASV, publish the report, gate against the previous "
                                          "commit")
@@ -368,6 +377,27 @@ def _summarise(json_path: Path, outcomes_path: Path) -> None:
             print("\nNot timed:\n" + text + f"\n\n(from {outcomes_path})")
 
 
+def _skips(args) -> int:
+    import re
+
+    from . import asv_suite
+
+    try:
+        rows = list(asv_suite.skip_reasons(bench=args.bench))
+    except re.error as exc:
+        print(f"mlpbench: error: --bench {args.bench!r} is not a regular expression: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print(f"mlpbench: error: --bench {args.bench!r} selects no benchmark", file=sys.stderr)
+        return 2
+    for name, reason in rows:
+        if reason or args.all:
+            print(f"{name}: {'skipped: ' + reason if reason else 'runs here'}")
+    skipped = sum(1 for _, r in rows if r)
+    print(f"{skipped} of {len(rows)} benchmarks skip on this machine ({asv_suite.runner.default_device()})")
+    return 0
+
+
 def _store(args) -> int:
     from . import results_store
 
@@ -377,7 +407,7 @@ def _store(args) -> int:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     return {"run": _run, "asv": _asv, "check": _check, "report": _report, "nightly": _nightly,
-            "store": _store}[args.command](args)
+            "store": _store, "skips": _skips}[args.command](args)
 
 
 if __name__ == "__main__":

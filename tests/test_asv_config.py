@@ -1,0 +1,134 @@
+"""What ASV's own commands are told: which torch an environment it makes may hold, which benchmarks the
+dashboard's Regressions page may flag and at what threshold, what a benchmark process measures, and
+why a benchmark skips on this machine."""
+
+import json
+import re
+
+import pytest
+from project_copy import ROOT
+
+from mlpbench import asv_machine, asv_suite, cli, gate, registry
+from mlpbench.record import METRICS
+
+
+def _conf() -> dict:
+    from asv import util
+
+    return util.load_json(str(ROOT / "asv.conf.json"), js_comments=True)
+
+
+def _names(method: str, variant: str = "eager") -> list[str]:
+    # ASV's names for a parametrised benchmark, as its regressions_* regexes see them
+    return [f"standard.MlpDevice.{method}('{variant}', 'bf16', 't8192-d768-h3072')",
+            f"quick.GeluMulHost.{method}('{variant}', 'fp32', 't333-h3000')"]
+
+
+def _detected(conf: dict, name: str) -> bool:
+    return not any(re.match(rx, name) and first is None for rx, first in conf["regressions_first_commits"].items())
+
+
+def _threshold(conf: dict, name: str) -> float:
+    return max(t for rx, t in conf["regressions_thresholds"].items() if re.match(rx, name))
+
+
+def test_the_regressions_page_flags_only_what_the_gate_gates_on_a_gpu():
+    conf = _conf()
+    for method, metric in METRICS.items():
+        gated_on_gpu = metric.gated == "yes" and not metric.one_box
+        for name in _names(method):
+            assert _detected(conf, name) == gated_on_gpu, (name, metric.gated, metric.one_box)
+    for name in ("standard.CompileTime.track_cold_compile('mlp/compiled/bf16/t8192-d768-h3072')",
+                 "standard.ChangingShapes.track_total('mlp/compiled/bf16/d768-h3072')"):
+        assert not _detected(conf, name)
+
+
+def test_the_pages_thresholds_are_the_gates_floors():
+    conf = _conf()
+    for op in registry.OPS.values():
+        for v in op.variants:
+            want = gate.COMPILED_FLOOR if v.compiles else gate.FLOOR
+            name = f"standard.{registry.class_name(op.name)}Device.track_device_time('{v.name}', 'bf16', 's')"
+            assert _threshold(conf, name) == pytest.approx(want), v.name
+
+
+def test_asv_installs_the_project_without_reresolving_the_pinned_torch():
+    # ASV's default install command (--force-reinstall with dependencies) let pip replace the torch the
+    # matrix pinned: every forced reinstall must leave the dependencies alone.
+    commands = _conf()["install_command"]
+    assert any("--force-reinstall" in c for c in commands)
+    assert all("--no-deps" in c for c in commands if "--force-reinstall" in c)
+
+
+@pytest.mark.parametrize("env_name, torch_version, ok", [
+    ("virtualenv-py3.11-torch2.13.0", "2.13.0+cpu", True),
+    ("virtualenv-py3.11-torch2.13.0", "2.13.0", True),
+    ("virtualenv-py3.11-torch2.13.0", "2.14.1+cu130", False),
+    ("virtualenv-py3.11-numpy2.0-torch2.13.0-triton3.6", "2.14.1", False),
+    ("existing-py_opt_torch_.venv_bin_python3", "2.11.0", True),
+    (None, "2.11.0", True),
+])
+def test_an_environment_whose_torch_is_not_the_one_its_name_says_fails(env_name, torch_version, ok):
+    if ok:
+        asv_machine.check_environment_name(env_name, torch_version)
+    else:
+        with pytest.raises(asv_machine.EnvironmentMismatch, match=re.escape(torch_version)):
+            asv_machine.check_environment_name(env_name, torch_version)
+
+
+def test_a_benchmark_process_refuses_a_torch_its_environment_does_not_name(monkeypatch):
+    monkeypatch.setenv("ASV_ENV_NAME", "virtualenv-py3.11-torch1.0.0")
+    with pytest.raises(asv_machine.EnvironmentMismatch, match="promises torch 1.0.0"):
+        asv_suite.family("quick")
+
+
+def test_running_versions_name_the_python_not_its_path():
+    import platform
+
+    v = asv_machine.running_versions()
+    assert v["python"] == ".".join(platform.python_version_tuple()[:2])
+    assert set(asv_machine.SPLIT_KEYS) <= set(v)
+
+
+def test_mlpbench_cases_narrows_what_a_setup_cache_measures(monkeypatch):
+    ids = ["mlp/eager/bf16/t1", "mlp/ours/bf16/t1", "gelu_mul/eager/bf16/t1"]
+    assert asv_suite.selected(ids) == ids
+    monkeypatch.setenv("MLPBENCH_CASES", r"^mlp/\w+/bf16/")
+    assert asv_suite.selected(ids) == ids[:2]
+    with pytest.raises(NotImplementedError, match="does not select it"):
+        asv_suite._entry({}, "gelu_mul/eager/bf16/t1")
+    monkeypatch.setenv("MLPBENCH_CASES", "mlp/(")
+    with pytest.raises(registry.SelectionError, match=re.escape("MLPBENCH_CASES='mlp/('")):
+        asv_suite.selected(ids)
+
+
+def test_skips_lists_each_skipped_benchmark_with_the_reason_its_setup_gives(capsys):
+    assert cli.main(["skips", "--bench", r"^(quick|standard)\.SiluMulHost\.track_host_time"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = dict(line.split(": ", 1) for line in out[:-1])
+    # a combination that is not a case, and (on this CPU) a GPU-sized shape
+    assert rows["quick.SiluMulHost.track_host_time('eager', 'bf16', 't64-h448')"].startswith("skipped: ")
+    assert "measured in fp32 only" in rows["quick.SiluMulHost.track_host_time('eager', 'bf16', 't64-h448')"]
+    assert "quick.SiluMulHost.track_host_time('eager', 'fp32', 't64-h448')" not in rows  # runs here
+    gpu_sized = rows["standard.SiluMulHost.track_host_time('eager', 'bf16', 't8192-h14336')"]
+    assert "GPU-sized" in gpu_sized
+    skipped, total = map(int, re.match(r"(\d+) of (\d+) benchmarks skip", out[-1]).groups())
+    assert skipped == len(rows) and skipped < total
+
+
+def test_skips_agree_with_setup_on_what_a_setup_cache_recorded():
+    # The dry cache stands for what setup_cache records: a case skipped while measuring says the same.
+    cls = asv_suite.family("quick")["SiluMulHost"]
+    dry = cls.dry_cache()
+    for case_id, entry in dry.items():
+        _, variant, dtype, shape = case_id.split("/")
+        if "skip" in entry:
+            with pytest.raises(NotImplementedError, match=re.escape(entry["skip"][:40])):
+                cls().setup(dry, variant, dtype, shape)
+
+
+def test_skips_exits_2_naming_a_bad_or_empty_selection(capsys):
+    assert cli.main(["skips", "--bench", "("]) == 2
+    assert "'('" in capsys.readouterr().err
+    assert cli.main(["skips", "--bench", "^nothing$"]) == 2
+    assert "selects no benchmark" in capsys.readouterr().err
