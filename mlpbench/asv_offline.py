@@ -16,7 +16,10 @@ CLI::
 
 As an asv plugin (``"plugins": [".mlpbench.asv_offline"]`` in asv.conf.json,
 asv run from the directory containing ``mlpbench/``) plain ``asv publish``
-vendors the assets itself.
+vendors the assets itself, and is atomic: it builds into a hidden sibling of
+html_dir, adds mlpbench's dashboard defaults (mlpbench/asv_dashboard.py),
+checks that the result is whole and offline, and only then swaps it in; a
+failure leaves the previous html_dir as it was.
 
 Exit status 2 means an asset is neither cached nor fetchable (or the HTML
 references a remote asset this module does not know).
@@ -38,6 +41,9 @@ import tempfile
 import urllib.request
 from pathlib import Path
 from typing import NamedTuple
+
+from .asv_dashboard import DashboardError
+from .asv_dashboard import finish as finish_dashboard
 
 REGISTRY = os.environ.get("MLPBENCH_NPM_REGISTRY", "https://registry.npmjs.org").rstrip("/")
 
@@ -338,6 +344,81 @@ if _OutputPublisher is not None:
                 vendor_assets(Path(conf.html_dir))
             except AssetError as exc:
                 raise util.UserError(f"mlpbench.asv_offline: {exc}") from exc
+
+
+# Files the dashboard fetches besides those index.html loads (ASV's publish writes them last).
+REQUIRED = ("index.html", "index.json", "info.json", "regressions.json", "error.html")
+_LOADS = re.compile(r"<(?:script|link)\b[^>]*?\s(?:src|href)=[\"']([^\"'#?]+)", re.I)
+
+
+def check_site(html_dir: Path) -> None:
+    """Raise AssetError unless html_dir is a whole dashboard that loads nothing remote."""
+    html_dir = Path(html_dir)
+    index = (html_dir / "index.html").read_text(encoding="utf-8") if (html_dir / "index.html").is_file() else ""
+    local = [u for u in _LOADS.findall(index) if not _is_remote(u)]
+    missing = [f for f in list(REQUIRED) + local if not (html_dir / f).is_file()]
+    if missing:
+        raise AssetError(f"the dashboard built in {html_dir} lacks {', '.join(missing)}")
+    left = find_remote_refs(html_dir)
+    if left:
+        raise AssetError("the dashboard still loads remote files:\n" + "\n".join(f"  {f}: {u}" for f, u in left))
+
+
+def build_and_swap(html_dir: str, build) -> None:
+    """Run ``build(tmp_dir)`` into a fresh sibling of html_dir, finish and check it, then put it in
+    html_dir's place. On any failure html_dir is left as it was and the sibling is removed."""
+    import shutil
+
+    final = Path(html_dir).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}-tmp-", dir=final.parent))  # same filesystem
+    try:
+        new = work / final.name
+        build(str(new))
+        finish_dashboard(new)
+        check_site(new)
+        old = work / "previous"
+        if final.exists():
+            os.rename(final, old)
+        try:
+            os.rename(new, final)
+        except BaseException:
+            if old.exists():
+                os.rename(old, final)
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def setup() -> None:
+    """asv plugin hook: ``asv publish`` builds into a temporary folder and replaces html_dir only
+    with a whole, offline dashboard. Idempotent (the module may be imported twice)."""
+    from asv import util
+    from asv.commands.publish import Publish
+
+    if getattr(Publish.run, "_mlpbench_atomic", False):
+        return
+    stock_run = Publish.run
+
+    def run(cls, conf, *args, **kwargs):
+        final = conf.html_dir
+        result = []
+
+        def build(tmp):
+            conf.html_dir = tmp
+            result.append(stock_run(conf, *args, **kwargs))
+
+        try:
+            build_and_swap(final, build)
+        except (AssetError, DashboardError, util.UserError) as exc:
+            msg = str(exc).removeprefix("mlpbench.asv_offline: ")
+            raise util.UserError(f"mlpbench.asv_offline: {msg}\n{final} was left as it was.") from exc
+        finally:
+            conf.html_dir = final
+        return result[0]
+
+    run._mlpbench_atomic = True
+    Publish.run = classmethod(run)
 
 
 # ---------------------------------------------------------------------- CLI

@@ -1,0 +1,76 @@
+"""Make an ``asv publish`` dashboard open on data, with readable graphs.
+
+Applied by the publish plugin (mlpbench/asv_offline.py) to the freshly built folder, before it
+replaces the published one:
+
+- benchmarks with no data point on any machine leave index.json, so the grid and the sidebar list
+  only benchmarks that have graphs (the grid opens on a family with data);
+- mlpbench/static/asv_dashboard.js is copied in and loaded after ASV's scripts: a graph opened from
+  a bare link (grid tile, sidebar, typed URL) shows bf16 on a y-axis zoomed to the data, and the
+  legend names only what differs between the drawn series.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+SCRIPT = "asv_dashboard.js"
+STATIC = Path(__file__).with_name("static")  # package data (pyproject.toml)
+# ASV's last script tag: ours goes after it, so that ASV's pages are registered first.
+_ANCHOR = re.compile(r'(<script\b[^>]*\bsrc="regressions\.js"[^>]*>\s*</script>)')
+
+
+class DashboardError(RuntimeError):
+    """index.html is not the page this module knows how to extend."""
+
+
+def _sanitize(name: str) -> str:
+    from asv.util import sanitize_filename
+
+    return sanitize_filename(name)
+
+
+def has_data(html_dir: Path, name: str) -> bool:
+    """True when the benchmark's summary graph holds a value (ASV writes one only for benchmarks with results)."""
+    path = Path(html_dir) / "graphs" / "summary" / f"{_sanitize(name)}.json"
+    if not path.is_file():
+        return False
+    return any(y is not None for _, y in json.loads(path.read_text()))
+
+
+def drop_empty_benchmarks(html_dir: Path) -> list[str]:
+    """Remove benchmarks without data from index.json; returns their names."""
+    path = Path(html_dir) / "index.json"
+    index = json.loads(path.read_text())
+    empty = [n for n in index["benchmarks"] if not has_data(html_dir, n)]
+    if len(empty) == len(index["benchmarks"]):
+        return []  # nothing measured yet: an empty grid would hide what the suite holds
+    for name in empty:
+        del index["benchmarks"][name]
+    from asv.util import write_json
+
+    write_json(path, index, compact=True)
+    return empty
+
+
+def inject_script(html_dir: Path) -> None:
+    """Copy the dashboard script into html_dir and load it from index.html. Idempotent."""
+    html_dir = Path(html_dir)
+    (html_dir / SCRIPT).write_bytes((STATIC / SCRIPT).read_bytes())
+    page = html_dir / "index.html"
+    text = page.read_text(encoding="utf-8")
+    if f'src="{SCRIPT}"' in text:
+        return
+    new, n = _ANCHOR.subn(rf'\1\n    <script type="text/javascript" src="{SCRIPT}"></script>', text, count=1)
+    if n != 1:
+        raise DashboardError(f"{page}: no regressions.js script tag to load {SCRIPT} after (unknown asv version?)")
+    page.write_text(new, encoding="utf-8")
+
+
+def finish(html_dir: Path) -> list[str]:
+    """All of the above; returns the benchmarks dropped from index.json."""
+    dropped = drop_empty_benchmarks(html_dir)
+    inject_script(html_dir)
+    return dropped
