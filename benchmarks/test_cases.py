@@ -4,6 +4,7 @@ Each case is checked against float64 before it is timed (a wrong result fails th
 timed), then its device time (CUDA-graph replay) and peak memory are measured by
 `mlpbench.timing`, then host time of calls queued back to back (GPU only), then a profiler pass records the kernels
 each call launches (GPU only), then pytest-benchmark times host calls with a synchronising timer.
+On a CPU the case is built and timed with `runner.cpu_threads()` intra-op threads, and the record says how many.
 """
 
 import os
@@ -11,7 +12,7 @@ import os
 import pytest
 import torch
 
-from mlpbench import runner
+from mlpbench import runner, timing
 from mlpbench.pytest_plugin import selected_cases, selected_tier
 from mlpbench.timing import sync_perf_counter
 
@@ -42,15 +43,19 @@ def test_case(benchmark, case, request):
     reason = runner.skip_reason(case, device)
     if reason:
         pytest.skip(reason)
-    prepared = runner.prepare(case, device)  # raises CorrectnessError: failed, never timed
-    benchmark.group = f"{case.op}/{case.shape.id}/{case.dtype}"
-    record = runner.describe(prepared, selected_tier(request.config))
-    reason = runner.timing_skip_reason(case, device)
-    if reason:
-        pytest.skip(reason)
-    record.set(**runner.device_metrics(prepared), **runner.back_to_back_metrics(prepared),
-               **runner.structure(prepared, request.config.getoption("--trace-dir")))
-    benchmark.extra_info.update(record.extra_info())
-    benchmark(prepared.workload.fn, *prepared.input_sets[0])
+    with runner.measuring_threads(device):  # built and timed with the suite's thread count on a CPU
+        prepared = runner.prepare(case, device)  # raises CorrectnessError: failed, never timed
+        benchmark.group = f"{case.op}/{case.shape.id}/{case.dtype}"
+        record = runner.describe(prepared, selected_tier(request.config))
+        reason = runner.timing_skip_reason(case, device)
+        if reason:
+            pytest.skip(reason)
+        record.set(**runner.device_metrics(prepared), **runner.back_to_back_metrics(prepared),
+                   **runner.structure(prepared, request.config.getoption("--trace-dir")))
+        benchmark.extra_info.update(record.extra_info())
+        benchmark(prepared.workload.fn, *prepared.input_sets[0])
     if benchmark.stats is not None:  # None under --benchmark-disable: the call ran once, untimed
-        benchmark.extra_info.update(record.set(host_time_s=benchmark.stats.stats.median).extra_info())
+        stats = benchmark.stats.stats
+        # Some of the rounds themselves: the tables' noise test looks for scheduler ticks in them.
+        record.set(host_time_s=stats.median, host_time_samples_s=timing.evenly_spaced(stats.data))
+        benchmark.extra_info.update(record.extra_info())

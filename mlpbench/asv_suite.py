@@ -82,14 +82,13 @@ def _leave_a_core_for_asv() -> None:
     ASV's fork server polls for its child every millisecond while the child measures. With as many
     OpenMP threads as cores, each parallel region then waited for a descheduled thread: the eager
     MLP at t64-d128-h512 (fp32) took 60 ms per call on a 2-core box, against 0.28 ms in a process
-    of its own. One core left free takes the server's wake-ups.
+    of its own. One core left free takes the server's wake-ups. The count is runner.cpu_threads(),
+    the one `measure_case` holds while it builds and times a case (runner.measuring_threads).
     """
-    import os
-
     import torch
 
     if runner.default_device() == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
+        torch.set_num_threads(runner.cpu_threads())
 
 
 def _each(ids: list[str], label: str, measure) -> dict:
@@ -129,16 +128,17 @@ def measure_case(case_id: str) -> dict:
     reason = reason_not_here(case, device)
     if reason:
         raise NotImplementedError(reason)
-    p = runner.prepare(case, device)  # raises CorrectnessError: recorded as failed, never timed
-    reason = runner.timing_skip_reason(case, device)
-    if reason:
-        raise NotImplementedError(reason)
-    record = runner.describe(p, None).set(**runner.device_metrics(p), **runner.back_to_back_metrics(p),
-                                          **runner.structure(p))
-    # A tenth of a second of single calls (at least ten): host time is reported, not gated, on a GPU,
-    # and a nightly of ~270 cases must leave time for the compile benchmarks.
-    record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
-                                                            min_samples=10))
+    with runner.measuring_threads(device):
+        p = runner.prepare(case, device)  # raises CorrectnessError: recorded as failed, never timed
+        reason = runner.timing_skip_reason(case, device)
+        if reason:
+            raise NotImplementedError(reason)
+        record = runner.describe(p, None).set(**runner.device_metrics(p), **runner.back_to_back_metrics(p),
+                                              **runner.structure(p))
+        # A tenth of a second of single calls (at least ten): host time is reported, not gated, on a GPU,
+        # and a nightly of ~270 cases must leave time for the compile benchmarks.
+        record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
+                                                                min_samples=10))
     if record.codegen_fingerprint is not None and RESULTS is not None:
         # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
         # beside them, content-addressed, for the gate to say what changed (results_dir's parent).

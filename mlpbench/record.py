@@ -31,6 +31,8 @@ class Record:
     shard: int = _f("", "which process of a sharded run measured it (mlpbench run --shards)")
     box_id: int = _f("", "the box that measured it (envinfo.box_id; 0: unknown): host time is compared "
                          "between runs of one box only")
+    threads: int = _f("threads", "torch's intra-op threads while the case was built and timed (on a CPU, "
+                                 "runner.cpu_threads(): a core is left for the harness)")
     flops: int = _f("FLOP", "floating-point operations per call (0 for memory-bound ops)")
     bytes: int = _f("B", "the fewest bytes one call must move through device memory")
     max_rel_err: float = _f("", "‖out − ref‖ / ‖ref‖ against float64, before any timing")
@@ -50,7 +52,8 @@ class Record:
     peak_memory_bytes: int = _f("B", "peak device memory allocated during one call, above what was held before")
     # --- host time
     host_time_s: float = _f("s", "median host time of one call, synchronised before and after")
-    host_time_samples_s: list = _f("s", "host time of single synchronised calls (ASV)")
+    host_time_samples_s: list = _f("s", "host time of single synchronised calls (ASV; pytest-benchmark: at most "
+                                        "100 of its rounds, evenly spaced)")
     host_time_back_to_back_s: float = _f("s", "host time per call with calls queued back to back (GPU)")
     host_time_back_to_back_samples_s: list = _f("s", "one sample per round of queued calls")
     host_time_back_to_back_method: str = _f("", "how back-to-back host time was taken")

@@ -83,18 +83,24 @@ def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
             rows.append({"source": "pytest", "run": r["run"], "machine": r["machine"], "commit": r["commit"],
                          "date": None, "version": None, "op": r["op"], "variant": r["variant"], "dtype": r["dtype"],
                          "shape_id": r["shape_id"], "flops": r["flops"], "bytes": r["bytes"], "metric": metric,
-                         "value": float(value), "iqr": iqr})
+                         "value": float(value), "iqr": iqr,
+                         "noise": r.get(tables.NOISE_OF.get(metric)) or tables.noise(value, iqr)})
     for path, p in asv_points(results / "asv"):
         if p.value is None:
             continue
         iqr = float(np.subtract(*np.percentile(p.samples, [75, 25]))) if p.samples and len(p.samples) > 1 else None
+        metric = asv_metric(p.benchmark)
+        # single synchronised calls: the host-time tests of tables.noise apply
+        single = metric == "track_host_time" and p.samples
         rows.append({"source": "asv", "run": label(path, results), "machine": p.machine, "commit": p.commit,
                      "date": p.date, "version": p.version, "op": p.op, "variant": p.variant, "dtype": p.dtype,
                      "shape_id": p.shape_id, "flops": None, "bytes": None,
-                     "metric": asv_metric(p.benchmark), "value": p.value, "iqr": iqr})
+                     "metric": metric, "value": p.value, "iqr": iqr,
+                     "noise": tables.noise(p.value, iqr, min(p.samples) if single else None,
+                                           list(p.samples) if single else None)})
     df = pd.DataFrame(rows, columns=["source", "run", "machine", "commit", "date", "version", "op", "variant",
-                                     "dtype", "shape_id", "flops", "bytes", "metric", "value", "iqr"])
-    df["noisy"] = df["iqr"].astype(float) > tables.NOISY_SPREAD * df["value"]
+                                     "dtype", "shape_id", "flops", "bytes", "metric", "value", "iqr", "noise"])
+    df["noisy"] = df.pop("noise") != ""
     return df, ceilings
 
 
@@ -147,7 +153,7 @@ def _ranking(op: str, d: pd.DataFrame, column: str) -> list[str]:
     of each shape that has `column`."""
     if d.empty:
         return ["not recorded by any run", "—", "—", "—", "—"]
-    d = d.assign(loud=d[tables.SPREAD_OF[column]] > tables.NOISY_SPREAD * d[column])
+    d = d.assign(loud=d[tables.NOISE_OF[column]] != "")
     ranked = [s.sort_values(column, kind="stable") for _, s in d.groupby("shape_id", sort=False)]
     wins = Counter(s.iloc[0]["variant"] for s in ranked)
     best = max(wins, key=lambda v: (wins[v], -tables.VARIANT_ORDER.index(v) if v in tables.VARIANT_ORDER else 0))
@@ -469,8 +475,8 @@ def results_table(wide: pd.DataFrame) -> tables.Table:
     for r in wide.sort_values(["machine", "op", "variant", "dtype", "shape_id", "datetime"]).itertuples():
         rate = r.tflops if r.op in tables.COMPUTE_BOUND else r.gbps
         rows.append([r.run, r.machine, r.op, r.variant, r.dtype, r.shape_id,
-                     tables.fmt_time(r.device_time_s, r.device_iqr_s, host_only=True),
-                     tables.fmt_time(r.host_time_s, r.host_iqr_s),
+                     tables.fmt_time(r.device_time_s, r.device_iqr_s, True, r.device_noise),
+                     tables.fmt_time(r.host_time_s, r.host_iqr_s, why=r.host_noise),
                      "—" if pd.isna(rate) else f"{rate:,.1f}" + (" (noisy)" if r.noisy else ""),
                      tables.fmt_ratio(r.speedup_vs_eager, r.speedup_noisy),
                      "—" if pd.isna(r.kernels_per_call) else f"{r.kernels_per_call:g}",

@@ -257,6 +257,8 @@ def pytest_records(runs: list[PytestRun]) -> pd.DataFrame:
                 "device_time_samples_s": info.get("device_time_samples_s"),
                 "host_time_s": info.get("host_time_s", stats.get("median")),
                 "host_iqr_s": stats.get("iqr"),
+                "host_min_s": stats.get("min"),
+                "host_time_samples_s": info.get("host_time_samples_s"),
                 "host_time_back_to_back_s": info.get("host_time_back_to_back_s"),
                 "host_time_back_to_back_samples_s": info.get("host_time_back_to_back_samples_s"),
                 "copy_ceiling_Bps": run.ceilings.get("copy_bandwidth_Bps"),

@@ -6,6 +6,7 @@ prepared, gated and measured the same way whichever runner asked for it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import statistics
@@ -30,6 +31,30 @@ def release_memory() -> None:
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpu_threads() -> int:
+    """The intra-op threads torch measures with on a CPU: one fewer than the cores this process may use."""
+    # A core left for the harness and the OS: with a thread on every core, one gets descheduled and
+    # each parallel region waits a scheduler tick (milliseconds) for it.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+@contextlib.contextmanager
+def measuring_threads(device: str):
+    """torch's intra-op thread count set to `cpu_threads()` on a CPU (left alone on a GPU), and put
+    back afterwards. Hold it over building a case as well as timing it: Inductor compiles the thread
+    count of the moment into its C++ kernels."""
+    if device != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(cpu_threads())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def interpreting() -> bool:
@@ -106,6 +131,7 @@ def describe(p: Prepared, tier: str | None) -> Record:
         tolerance=workloads.tolerance(p.workload), source=p.workload.source,
         gpu=environment()["gpu"] if p.device == "cuda" else None,
         box_id=environment()["box_id"],
+        threads=torch.get_num_threads(),
         codegen=p.codegen,
         # No Triton kernel (a CPU run: Inductor generated C++), nothing for the gate to compare.
         codegen_fingerprint=p.codegen["fingerprint"] if p.codegen and p.codegen["kernels"] else None,
@@ -116,7 +142,8 @@ def device_metrics(p: Prepared) -> dict:
     """Device time samples and peak memory on a GPU; the method names how host time is taken too."""
     host_method = "host: wall time per call, torch.cuda.synchronize() before and after (pytest-benchmark/ASV timer)"
     if p.device != "cuda":
-        return {"timing_method": "host: wall time per call (CPU; no device time exists)"}
+        return {"timing_method": f"host: wall time per call (CPU, intra-op threads: {torch.get_num_threads()}; "
+                                 "no device time exists)"}
     dev = timing.device_time(p.workload.fn, p.input_sets)
     return {
         "device_time_s": dev.median_s,

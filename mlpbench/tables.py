@@ -3,8 +3,9 @@
 Throughput is derived here, never stored: TFLOP/s = flops / device time for the GEMM ops, GB/s =
 bytes / device time for the memory-bound step (host time stands in where no device time exists).
 
-A figure whose samples spread wide against their median (IQR over NOISY_SPREAD of it) is marked
-noisy wherever it is shown, with its IQR, and so is every ratio built on it: on a busy machine a
+A figure that `noise` finds wanting (samples spread wide against their median; for host time also a
+median far above the fastest call, or calls that last whole scheduler ticks) is marked noisy
+wherever it is shown, with the reason, and so is every ratio built on it: on a busy machine a
 median can be off by orders of magnitude while still looking like a measurement.
 """
 
@@ -30,9 +31,13 @@ VARIANT_ORDER = registry.all_variants()  # column order: baselines first, then c
 # What speedups are taken over, for prose about every op at once: the ops' baseline variants.
 BASELINES = " or ".join(dict.fromkeys(op.baseline for op in registry.OPS.values()))
 NOISY_SPREAD = 0.10  # IQR / median above this marks a figure noisy
-NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of their median, so the figure, and every "
-              "ratio or rate built on it, may be far from what a quiet machine measures; run again with the "
-              "machine otherwise idle.")
+NOISY_OVER_MIN = 2.0  # host time: a median above this many times the fastest call marks it noisy
+TICK_S = 4e-3  # the scheduler tick of a CONFIG_HZ=250 kernel, the common default
+TICK_TOLERANCE = 0.05  # of a tick: a sample this close to a whole number of ticks lies on one
+NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of their median, their median is over "
+              f"{NOISY_OVER_MIN:g}× their fastest, or most of them last whole {TICK_S * 1e3:g} ms scheduler ticks, "
+              "so the figure, and every ratio or rate built on it, may be far from what a quiet machine measures; "
+              "run again with the machine otherwise idle.")
 HOST_ONLY = "host time only"
 
 
@@ -41,6 +46,31 @@ def _iqr(samples) -> float | None:
         return None
     q1, q3 = np.percentile(np.asarray(samples, dtype=float), [25, 75])
     return float(q3 - q1)
+
+
+def noise(median, iqr=None, minimum=None, samples=None) -> str:
+    """Why a time figure is not to be believed, as the tables print it after "noisy: "; '' when it is.
+
+    Noisy when the IQR of its samples is over NOISY_SPREAD of the median (any figure: the samples
+    disagree), when the median is over NOISY_OVER_MIN × `minimum` (a quiet machine repeats its
+    fastest call: most calls lost time to something else), or when the median is a tick or more and
+    most `samples` lie within TICK_TOLERANCE of a whole number of TICK_S ticks (the process was
+    descheduled and woken by the scheduler's tick, so the figure counts ticks, not the call, and its
+    IQR can be small). Pass `minimum` and `samples` for host time only: CUDA-graph replays are timed
+    on the GPU, which the host's ticks do not stretch.
+    """
+    if median is None or pd.isna(median) or median <= 0:
+        return ""
+    if iqr is not None and not pd.isna(iqr) and iqr > NOISY_SPREAD * median:
+        return f"IQR {iqr * 1e6:,.1f}"
+    if minimum is not None and not pd.isna(minimum) and median > NOISY_OVER_MIN * minimum:
+        return f"median {median / minimum:,.1f}× min"
+    if isinstance(samples, (list, tuple)) and samples and median >= TICK_S:
+        ticks = np.asarray(samples, dtype=float) / TICK_S
+        on = (np.rint(ticks) >= 1) & (np.abs(ticks - np.rint(ticks)) <= TICK_TOLERANCE)
+        if on.mean() > 0.5:
+            return f"{on.mean():.0%} of samples on {TICK_S * 1e3:g} ms ticks"
+    return ""
 
 
 def baseline(op: str) -> str | None:
@@ -60,14 +90,23 @@ def derive(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     df["device_iqr_s"] = df.pop("device_time_samples_s").map(_iqr)
-    df["host_back_to_back_iqr_s"] = df.pop("host_time_back_to_back_samples_s").map(_iqr)
-    for col in ("device_time_s", "device_iqr_s", "host_time_s", "host_iqr_s", "host_time_back_to_back_s",
-                "host_back_to_back_iqr_s", "copy_ceiling_Bps", "gemm_ceiling_flops", "flops", "bytes"):
+    b2b = df.pop("host_time_back_to_back_samples_s")
+    df["host_back_to_back_iqr_s"] = b2b.map(_iqr)
+    for col in ("device_time_s", "device_iqr_s", "host_time_s", "host_iqr_s", "host_min_s",
+                "host_time_back_to_back_s", "host_back_to_back_iqr_s", "copy_ceiling_Bps", "gemm_ceiling_flops",
+                "flops", "bytes"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
+    # Why each figure is noisy ('' when it is not): `noise`, with the minimum and single-call samples of host time.
+    df["device_noise"] = [noise(m, q) for m, q in zip(df["device_time_s"], df["device_iqr_s"])]
+    df["host_noise"] = [noise(m, q, lo, s) for m, q, lo, s in
+                        zip(df["host_time_s"], df["host_iqr_s"], df["host_min_s"], df.pop("host_time_samples_s"))]
+    df["host_back_to_back_noise"] = [noise(m, q, min(s) if isinstance(s, list) and s else None) for m, q, s in
+                                     zip(df["host_time_back_to_back_s"], df["host_back_to_back_iqr_s"], b2b)]
     on_device = df["device_time_s"].notna()
     df["time_s"] = df["device_time_s"].where(on_device, df["host_time_s"])
     df["time_iqr_s"] = df["device_iqr_s"].where(on_device, df["host_iqr_s"])
-    df["noisy"] = df["time_iqr_s"] > NOISY_SPREAD * df["time_s"]
+    df["time_noise"] = df["device_noise"].where(on_device, df["host_noise"])
+    df["noisy"] = df["time_noise"] != ""
     compute = df["op"].isin(COMPUTE_BOUND)
     df["tflops"] = (df["flops"] / df["time_s"] / 1e12).where(compute)
     df["gbps"] = df["bytes"] / df["time_s"] / 1e9
@@ -130,13 +169,13 @@ def _fmt(x, digits=2) -> str:
     return "—" if pd.isna(x) else f"{x:,.{digits}f}"
 
 
-def fmt_time(median, iqr, host_only: bool = False) -> str:
-    """µs, with the IQR said out loud when the figure is noisy."""
+def fmt_time(median, iqr, host_only: bool = False, why: str | None = None) -> str:
+    """µs, with why the figure is noisy said out loud when it is: `why` as `derive` found it (its
+    *_noise columns), else `noise` of the IQR alone."""
     if pd.isna(median):
         return HOST_ONLY if host_only else "—"
-    if not pd.isna(iqr) and iqr > NOISY_SPREAD * median:
-        return f"{median * 1e6:,.1f} (noisy: IQR {iqr * 1e6:,.1f})"
-    return f"{median * 1e6:,.1f}"
+    why = noise(median, iqr) if why is None else why
+    return f"{median * 1e6:,.1f} (noisy: {why})" if why else f"{median * 1e6:,.1f}"
 
 
 def fmt_ratio(x, noisy: bool, digits: int = 2) -> str:
@@ -145,13 +184,12 @@ def fmt_ratio(x, noisy: bool, digits: int = 2) -> str:
 
 def noise_line(df: pd.DataFrame) -> str:
     """'' when no figure shown is noisy; else how many are, and what that means."""
-    cols = [("device_time_s", "device_iqr_s"), ("host_time_s", "host_iqr_s")]
+    cols = [("device_time_s", "device_noise"), ("host_time_s", "host_noise")]
     shown = noisy = 0
-    for value, iqr in cols:
-        if value in df and iqr in df:
-            v, q = df[value], df[iqr]
-            shown += int(v.notna().sum())
-            noisy += int((q > NOISY_SPREAD * v).sum())
+    for value, why in cols:
+        if value in df and why in df:
+            shown += int(df[value].notna().sum())
+            noisy += int((df[why] != "").sum())
     return f"{noisy} of {shown} figures are {NOISY_NOTE}" if noisy else ""
 
 
@@ -195,8 +233,8 @@ def op_tables(df: pd.DataFrame) -> str:
     for op, g in df.groupby("op", sort=False):
         rate = "TFLOP/s" if op in COMPUTE_BOUND else "GB/s"
         rows = [
-            [r.variant, r.dtype, r.shape_id, fmt_time(r.device_time_s, r.device_iqr_s, host_only=True),
-             fmt_time(r.host_time_s, r.host_iqr_s),
+            [r.variant, r.dtype, r.shape_id, fmt_time(r.device_time_s, r.device_iqr_s, True, r.device_noise),
+             fmt_time(r.host_time_s, r.host_iqr_s, why=r.host_noise),
              _fmt(r.tflops if op in COMPUTE_BOUND else r.gbps, 1) + (" (noisy)" if r.noisy else ""),
              fmt_ratio(r.speedup_vs_eager, r.speedup_noisy)]
             for r in g.sort_values(["shape_id", "dtype", "variant"]).itertuples()
@@ -223,7 +261,8 @@ def variant_table(df: pd.DataFrame, op: str) -> Table:
                 continue
             r = by.loc[v]
             value = r["tflops"] if op in COMPUTE_BOUND else r["gbps"]
-            row.append(f"{fmt_time(r['time_s'], r['time_iqr_s'])} µs · {_fmt(value, 0 if rate == 'GB/s' else 1)} · "
+            row.append(f"{fmt_time(r['time_s'], r['time_iqr_s'], why=r['time_noise'])} µs · "
+                       f"{_fmt(value, 0 if rate == 'GB/s' else 1)} · "
                        f"{fmt_ratio(r['speedup_vs_eager'], r['speedup_noisy'])}")
         rows.append(row)
     return Table(["shape", "dtype", *[f"{v} (µs · {rate} · vs {baseline(op)})" for v in variants]], rows,
@@ -298,6 +337,8 @@ def overhead_crossover(df: pd.DataFrame, op: str, compiler: str | None = None) -
 
 SPREAD_OF = {"device_time_s": "device_iqr_s", "host_time_back_to_back_s": "host_back_to_back_iqr_s",
              "host_time_s": "host_iqr_s"}
+NOISE_OF = {"device_time_s": "device_noise", "host_time_back_to_back_s": "host_back_to_back_noise",
+            "host_time_s": "host_noise"}  # derive's reasons for each figure's noise mark
 
 
 def overhead_rows(df: pd.DataFrame, op: str) -> Table:
@@ -319,7 +360,7 @@ def overhead_rows(df: pd.DataFrame, op: str) -> Table:
             for v in variants:
                 r = by.loc[(t, v)] if (t, v) in by.index else None
                 spread = r.get(SPREAD_OF[c]) if r is not None else None
-                cell.append(fmt_time(r[c], spread) if r is not None else "—")
+                cell.append(fmt_time(r[c], spread, why=r.get(NOISE_OF[c])) if r is not None else "—")
             row.append(" / ".join(cell))
         rows.append(row)
     return Table(["tokens", *[f"{names[c]}: {' / '.join(variants)} (µs)" for c in cols]], rows,
@@ -360,8 +401,8 @@ def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> Table:
         rate = f"{ours['tflops']:,.1f} TFLOP/s" if compute else f"{ours['gbps'] / 1e3:,.2f} TB/s"
         ceiling = "—" if pd.isna(ours["of_ceiling"]) else f"{ours['of_ceiling']:.0%}"
         rows.append([shape, dtype, f"{ours['bytes'] / 1e6:,.1f}",
-                     fmt_time(ours["time_s"], ours["time_iqr_s"]),
-                     f"{fmt_time(peer['time_s'], peer['time_iqr_s'])} ({peer.name})",
+                     fmt_time(ours["time_s"], ours["time_iqr_s"], why=ours["time_noise"]),
+                     f"{fmt_time(peer['time_s'], peer['time_iqr_s'], why=peer['time_noise'])} ({peer.name})",
                      f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
                      rate, ceiling])
     what = "GEMM ceiling" if op in COMPUTE_BOUND else "copy ceiling"

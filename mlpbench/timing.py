@@ -167,6 +167,13 @@ def host_time_samples(fn, inputs: tuple, *, budget_s: float = 0.25, min_samples:
     return samples
 
 
+def evenly_spaced(samples, keep: int = 100) -> list[float]:
+    """At most `keep` of `samples`, evenly spaced and in order: what a record keeps of pytest-benchmark's
+    rounds, which number in the thousands for a µs call."""
+    n = len(samples)
+    return [float(x) for x in samples] if n <= keep else [float(samples[k * n // keep]) for k in range(keep)]
+
+
 def back_to_back_host_times(fn, input_sets: list[tuple], *, rounds: int = 5, round_s: float = 0.05,
                             max_calls: int = 200) -> list[float]:
     """Wall time per call over calls queued back to back, one synchronisation before and after each
