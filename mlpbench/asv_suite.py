@@ -249,7 +249,9 @@ def op_classes(family: str, op: str) -> dict[str, type]:
     def codegen_setup(self, cache, variant, dtype, shape):
         self.entry = entry(cache, variant, dtype, shape)
         if METRICS["track_codegen"].field not in self.entry:
-            raise NotImplementedError("no Triton kernel to fingerprint: Inductor generates C++ on a CPU")
+            raise NotImplementedError("no Triton kernel to fingerprint: " + (
+                "Inductor generates C++ on a CPU" if runner.default_device() == "cpu" else
+                "Inductor generated none for this case (library calls only)"))
 
     codegen_classes = {} if not compilers else {
         f"{name}Codegen": type(f"{name}Codegen", (), {
@@ -477,7 +479,9 @@ def family(name: str, results: Path | None = None) -> dict[str, type]:
 def skip_reasons(names=tuple(FAMILIES), bench: str | None = None):
     """(ASV's name of a benchmark with its parameters, why its `setup` skips it on this machine or
     None) for every benchmark of the families that `bench` (ASV's --bench: a regex searched in that
-    name) selects. It calls each class's own `setup` on what its cache would hold, without measuring."""
+    name) selects. It calls each class's own `setup` on what its cache would hold, without measuring,
+    so what only measuring shows (a compile that generates no Triton kernel to fingerprint) is not
+    listed."""
     import itertools
     import re
 

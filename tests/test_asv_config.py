@@ -35,7 +35,7 @@ def _threshold(conf: dict, name: str) -> float:
 def test_the_regressions_page_flags_only_what_the_gate_gates_on_a_gpu():
     conf = _conf()
     for method, metric in METRICS.items():
-        gated_on_gpu = metric.gated == "yes" and not metric.one_box
+        gated_on_gpu = metric.gated == "yes"  # back-to-back host time too: the gate judges it on one box
         for name in _names(method):
             assert _detected(conf, name) == gated_on_gpu, (name, metric.gated, metric.one_box)
     for name in ("standard.CompileTime.track_cold_compile('mlp/compiled/bf16/t8192-d768-h3072')",
@@ -132,3 +132,79 @@ def test_skips_exits_2_naming_a_bad_or_empty_selection(capsys):
     assert "'('" in capsys.readouterr().err
     assert cli.main(["skips", "--bench", "^nothing$"]) == 2
     assert "selects no benchmark" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the Regressions page is the gate's
+def _history_project(root):
+    """An ASV project of three commits on one machine: the eager MLP's device time steps up 10% at the
+    third (a regression the gate fails on), its single-call host time doubles at the second (listed,
+    not gated beside device time)."""
+    import random
+    import subprocess
+
+    proj = root / "proj"
+    (proj / "results" / "box").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(git + ["init", "-q", "-b", "main"], cwd=proj, check=True)
+    shas = []
+    for k in range(3):
+        (proj / "stamp").write_text(str(k))
+        subprocess.run(git + ["add", "stamp"], cwd=proj, check=True)
+        subprocess.run(git + ["commit", "-qm", f"c{k}"], cwd=proj, check=True)
+        shas.append(subprocess.run(git + ["rev-parse", "HEAD"], cwd=proj, check=True, capture_output=True,
+                                   text=True).stdout.strip())
+    conf = {"version": 1, "project": "tiny", "project_url": "http://example.invalid/", "repo": ".",
+            "branches": ["main"], "environment_type": "existing", "results_dir": "results", "html_dir": "html",
+            "plugins": [".mlpbench.asv_regressions"]}
+    conf["regressions_first_commits"] = _conf()["regressions_first_commits"]
+    (proj / "asv.conf.json").write_text(json.dumps(conf))
+    params = [["'eager'"], ["'bf16'"], ["'t8192-d768-h3072'"]]
+    # name → (level per commit, relative spread of its samples). GeluMul's 20% step lies within its
+    # samples' noise: ASV's own detector flags it, the gate's significance test does not.
+    names = {"standard.MlpDevice.track_device_time": ([1.0, 1.0, 1.1], 0.002),
+             "standard.MlpHost.track_host_time": ([1.0, 2.0, 2.0], 0.002),
+             "standard.GeluMulDevice.track_device_time": ([1.0, 1.0, 1.2], 0.9)}
+    bench = {"code": "def track(): pass", "param_names": ["variant", "dtype", "shape"], "params": params,
+             "type": "track", "unit": "seconds", "version": "v1", "timeout": 60}
+    (proj / "results" / "benchmarks.json").write_text(json.dumps({**{n: {**bench, "name": n} for n in names},
+                                                                  "version": 2}))
+    (proj / "results" / "box" / "machine.json").write_text(json.dumps({"machine": "box", "os": "Linux", "version": 1}))
+    rng = random.Random(0)
+    for k, sha in enumerate(shas):
+        results = {}
+        for name, (levels, spread) in names.items():
+            samples = [levels[k] * 1e-4 * (1 + rng.uniform(-spread, spread)) for _ in range(30)]
+            results[name] = [[levels[k] * 1e-4], params, "v1", [samples]]
+        doc = {"commit_hash": sha, "env_name": "existing-py", "date": 1700000000000 + k * 1000, "python": "3.11",
+               "params": {"machine": "box", "os": "Linux", "python": "3.11"}, "requirements": {}, "env_vars": {},
+               "result_columns": ["result", "params", "version", "samples"], "results": results,
+               "durations": {}, "version": 2}
+        (proj / "results" / "box" / f"{sha[:8]}-existing-py.json").write_text(json.dumps(doc))
+    return proj, shas
+
+
+@pytest.mark.slow
+def test_the_regressions_page_lists_the_gates_verdicts_and_nothing_else(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    proj, shas = _history_project(tmp_path)
+    steps = [(head, v.benchmark, v.param) for head, v in gate.history(gate.load(proj / "results"), 3, "box")]
+    assert steps == [(shas[2], "standard.MlpDevice.track_device_time", "mlp/eager/bf16/t8192-d768-h3072")]
+    env = os.environ | {"HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    # ASV's own detector first (no plugin), for what the gate takes off the page
+    conf = json.loads((proj / "asv.conf.json").read_text())
+    (proj / "stock.conf.json").write_text(json.dumps(conf | {"plugins": [], "html_dir": "stock"}))
+    subprocess.run([sys.executable, "-m", "asv", "--config", "stock.conf.json", "publish"], cwd=proj, env=env,
+                   capture_output=True, check=True, timeout=300)
+    stock_rows = json.loads((proj / "stock" / "regressions.json").read_text())["regressions"]
+    proc = subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=proj, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = json.loads((proj / "html" / "regressions.json").read_text())["regressions"]
+    assert {r[0].split("(")[0] for r in stock_rows} >= {"standard.MlpDevice.track_device_time",
+                                                         "standard.GeluMulDevice.track_device_time"}
+    assert [r[0] for r in rows] == ["standard.MlpDevice.track_device_time('eager', 'bf16', 't8192-d768-h3072')"]
+    ((before, after, base, head),) = rows[0][6]
+    assert (before, after) == (1, 2) and head / base == pytest.approx(1.1, rel=0.01)  # revisions of c1 → c2
