@@ -6,7 +6,8 @@ replaces the published one:
 - benchmarks with no data point on any machine leave index.json, so the grid and the sidebar list
   only benchmarks that have graphs (the grid opens on a family with data);
 - mlpbench/static/asv_dashboard.js is copied in and loaded after ASV's scripts: a graph opened from
-  a bare link (grid tile, sidebar, typed URL) shows bf16 on a y-axis zoomed to the data, and the
+  a bare link (grid tile, sidebar, typed URL) shows bf16 (where the benchmark has bf16 data, else the
+  first dtype that has some: index.json's `mlpbench_data`) on a y-axis zoomed to the data, and the
   legend names only what differs between the drawn series.
 """
 
@@ -69,8 +70,36 @@ def inject_script(html_dir: Path) -> None:
     page.write_text(new, encoding="utf-8")
 
 
+def note_values_with_data(html_dir: Path) -> None:
+    """Give each parametrised benchmark of index.json `mlpbench_data`: per parameter, the values that
+    some graph has a point for. The script opens a graph on its preferred dtype only where that
+    dtype has data (a CPU-sized shape measured in fp32 alone would draw an empty plot)."""
+    import itertools
+
+    html_dir = Path(html_dir)
+    path = html_dir / "index.json"
+    index = json.loads(path.read_text())
+    for name, bm in index["benchmarks"].items():
+        if not bm.get("params"):
+            continue
+        combos = list(itertools.product(*bm["params"]))
+        seen: set[int] = set()
+        for graph in (html_dir / "graphs").rglob(f"{_sanitize(name)}.json"):
+            if "summary" in graph.relative_to(html_dir).parts:
+                continue
+            for _, values in json.loads(graph.read_text()):
+                if isinstance(values, list):
+                    seen.update(k for k, v in enumerate(values) if v is not None)
+        bm["mlpbench_data"] = {pname: sorted({combos[k][i] for k in seen if k < len(combos)}, key=bm["params"][i].index)
+                               for i, pname in enumerate(bm["param_names"])}
+    from asv.util import write_json
+
+    write_json(path, index, compact=True)
+
+
 def finish(html_dir: Path) -> list[str]:
     """All of the above; returns the benchmarks dropped from index.json."""
     dropped = drop_empty_benchmarks(html_dir)
+    note_values_with_data(html_dir)
     inject_script(html_dir)
     return dropped

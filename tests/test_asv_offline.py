@@ -181,7 +181,8 @@ def fabricated_project(root: Path) -> Path:
     """An ASV project without benchmarks code: one git commit, one machine, one results file.
 
     `fam.OpDevice.track_device_time` has data for eager and compiled in two dtypes (and a failed
-    ours); `empty.OpDevice.track_device_time` has none (no results on any machine)."""
+    ours); `empty.OpDevice.track_device_time` has none (no results on any machine);
+    `cpu.OpHost.track_host_time` has fp32 data only."""
     proj = root / "proj"
     (proj / "results" / "box").mkdir(parents=True)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
@@ -197,14 +198,15 @@ def fabricated_project(root: Path) -> Path:
     params = [["'eager'", "'compiled'", "'ours'"], ["'fp32'", "'bf16'"]]
     bench = {"code": "def track(): pass", "param_names": ["variant", "dtype"], "params": params,
              "type": "track", "unit": "seconds", "version": "v1", "timeout": 60}
-    names = ["fam.OpDevice.track_device_time", "empty.OpDevice.track_device_time"]
+    names = ["fam.OpDevice.track_device_time", "empty.OpDevice.track_device_time", "cpu.OpHost.track_host_time"]
     (proj / "results" / "benchmarks.json").write_text(json.dumps(
         {**{n: {**bench, "name": n} for n in names}, "version": 2}))
     (proj / "results" / "box" / "machine.json").write_text(json.dumps({"machine": "box", "os": "Linux", "version": 1}))
     result = {"commit_hash": sha, "env_name": "existing-py", "date": 1700000000000, "python": "3.11",
               "params": {"machine": "box", "os": "Linux", "python": "3.11"}, "requirements": {}, "env_vars": {},
               "result_columns": ["result", "params", "version"],
-              "results": {names[0]: [[2.5e-3, 1.2e-3, 2.4e-3, 1.1e-3, None, None], params, "v1"]},
+              "results": {names[0]: [[2.5e-3, 1.2e-3, 2.4e-3, 1.1e-3, None, None], params, "v1"],
+                          names[2]: [[1.0e-3, None, 2.0e-3, None, None, None], params, "v1"]},
               "durations": {}, "version": 2}
     (proj / "results" / "box" / f"{sha[:8]}-existing-py.json").write_text(json.dumps(result))
     return proj
@@ -313,6 +315,22 @@ def test_the_dashboard_steps_drop_benchmarks_without_data_and_load_the_script_on
     assert asv_dashboard.drop_empty_benchmarks(tmp_path) == []
 
 
+def test_index_notes_which_parameter_values_have_data(tmp_path):
+    # A CPU-sized shape measured in fp32 alone: the script must not open it on bf16 (an empty plot).
+    params = [["'eager'", "'ours'"], ["'fp32'", "'bf16'"]]
+    (tmp_path / "index.json").write_text(json.dumps({"benchmarks": {
+        "q.X.t": {"params": params, "param_names": ["variant", "dtype"]}, "q.Y.t": {}}}))
+    graph = tmp_path / "graphs" / "machine-box" / "q.X.t.json"
+    graph.parent.mkdir(parents=True)
+    graph.write_text(json.dumps([[1, [1e-3, None, None, None]], [2, [1e-3, None, 2e-3, None]]]))
+    (tmp_path / "graphs" / "summary").mkdir()
+    (tmp_path / "graphs" / "summary" / "q.X.t.json").write_text("[[1, 1.0]]")  # summaries are not read
+    asv_dashboard.note_values_with_data(tmp_path)
+    index = json.loads((tmp_path / "index.json").read_text())["benchmarks"]
+    assert index["q.X.t"]["mlpbench_data"] == {"variant": ["'eager'", "'ours'"], "dtype": ["'fp32'"]}
+    assert "mlpbench_data" not in index["q.Y.t"]
+
+
 def _dom(html: Path, fragment: str) -> str:
     """The page's DOM once drawn in headless Chromium, served from html with no network."""
     import functools
@@ -359,6 +377,9 @@ def test_the_dashboard_opens_on_data_in_bf16_with_short_legends(asset_cache, tmp
     assert _active(graph, "dtype") == ["bf16"] and _active(graph, "variant") == ["eager", "compiled", "ours"]
     assert "active" in re.search(r'id="zoom-y-axis" class="([^"]*)"', graph).group(1)
     assert re.findall(r'class="legendLabel">([^<]*)<', graph) == ["eager", "compiled", "ours"]
+
+    # a benchmark without bf16 data opens on the dtype it has, not on an empty plot
+    assert _active(_dom(html, "cpu.OpHost.track_host_time"), "dtype") == ["fp32"]
 
     # a link that says what it wants gets it
     chosen = _dom(html, "fam.OpDevice.track_device_time?p-dtype=%27fp32%27&p-variant=%27eager%27")

@@ -17,11 +17,19 @@
         }
         var params = {'y-axis-scale': [Y_AXIS]};
         $.each(bm.param_names || [], function (i, pname) {
-            $.each(bm.params[i], function (j, value) {
-                if (PREFERRED[pname] !== undefined && $.asv.convert_benchmark_param_value(value) === PREFERRED[pname]) {
+            if (PREFERRED[pname] === undefined) {
+                return;
+            }
+            // the preferred value where some graph has a point for it, else the first that has one
+            var have = (bm.mlpbench_data && bm.mlpbench_data[pname]) || bm.params[i];
+            $.each(have, function (j, value) {
+                if ($.asv.convert_benchmark_param_value(value) === PREFERRED[pname]) {
                     params['p-' + pname] = [value];
                 }
             });
+            if (!params['p-' + pname] && have.length && have.length < bm.params[i].length) {
+                params['p-' + pname] = [have[0]];
+            }
         });
         return params;
     }
