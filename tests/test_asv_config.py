@@ -208,3 +208,26 @@ def test_the_regressions_page_lists_the_gates_verdicts_and_nothing_else(tmp_path
     assert [r[0] for r in rows] == ["standard.MlpDevice.track_device_time('eager', 'bf16', 't8192-d768-h3072')"]
     ((before, after, base, head),) = rows[0][6]
     assert (before, after) == (1, 2) and head / base == pytest.approx(1.1, rel=0.01)  # revisions of c1 → c2
+
+
+def test_the_plugin_reads_versions_in_the_environment_and_stops_on_a_mismatch():
+    class Env:
+        name = "virtualenv-py3.11-torch9.9.9"
+        _global_env_vars = {"ASV_ENV_NAME": name}
+
+        def __init__(self, out=None, error=None):
+            self.out, self.error = out, error
+
+        def run(self, args, env=None):
+            assert env["ASV_ENV_NAME"] == self.name and "running_versions" in args[-1]
+            if self.error:
+                raise RuntimeError(self.error)
+            return self.out
+
+    ran = {"torch": "9.9.9+cpu", "python": "3.11"}
+    assert asv_machine._environment_versions(Env(out="noise\n" + json.dumps(ran) + "\n")) == ran
+    with pytest.raises(asv_machine.EnvironmentMismatch, match="promises torch 9.9.9"):
+        asv_machine._environment_versions(Env(error="Traceback ...\nmlpbench.asv_machine.EnvironmentMismatch: "
+                                                    "ASV environment 'x' promises torch 9.9.9, but torch 2.14.1"))
+    with pytest.raises(RuntimeError, match="could not read the versions"):
+        asv_machine._environment_versions(Env(error="ModuleNotFoundError: No module named 'mlpbench'"))
