@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import gate
+from . import asv_run, gate
 
 
 def _say(msg: str) -> None:
@@ -33,10 +33,8 @@ def _step(name: str, cmd: list[str], cwd: Path) -> bool:
 
 
 def run(args) -> int:
-    from .cli import asv_command
-
     repo = args.repo.resolve()
-    made = asv_command(args)
+    made = asv_run.command(args)
     if isinstance(made, int):
         return made
     cmd, head, machine = made

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -696,17 +695,3 @@ def _inline(text: str) -> str:
     """Markdown `code` spans as <code>, everything else escaped."""
     parts = html.escape(text).split("`")
     return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(parts))
-
-
-def main(results: Path, output: Path | None, pages: Path | None = None) -> int:
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        paths = write(results, output) if output else []
-        if pages:
-            from . import pages as results_pages
-
-            paths += results_pages.write(results, pages)
-    for p in paths:
-        print(p)
-    return 0
-

@@ -1,0 +1,44 @@
+"""The plain `asv run` that `mlpbench asv` and `mlpbench nightly` start, built from their arguments."""
+
+from __future__ import annotations
+
+import sys
+
+from . import registry
+
+
+def tier_ok(tier: str) -> bool:
+    """False, after saying why on stderr, when `tier` is not one of the registry's tiers."""
+    try:
+        registry.select(tier)
+    except registry.SelectionError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
+def command(args) -> tuple[list[str], str, str] | int:
+    """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
+    machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as
+    an existing environment, the commit hash (ASV records nothing in one without it), the tier as a
+    --bench expression, and the machine's registration (mlpbench.asv_machine)."""
+    import subprocess
+
+    from .asv_machine import register
+    from .runner import default_device
+
+    if args.tier and not tier_ok(args.tier):
+        return 2
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.repo, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        print(f"mlpbench: error: {args.repo} is not a git checkout; ASV records results under a commit hash",
+              file=sys.stderr)
+        return 2
+    from .asv_suite import tier_regex
+
+    machine = register(args.machine)["machine"]
+    bench = args.bench or tier_regex(args.tier or ("standard" if default_device() == "cuda" else "quick"))
+    return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
+            "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine

@@ -1,0 +1,163 @@
+"""`mlpbench run`'s orchestration: pytest processes over the selected cases, their files merged."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+from . import registry
+from .atomic import publish, temp_path
+
+
+def run(args, root: Path) -> int:
+    """`mlpbench run`: validate the selection, run the benchmarks of `root` in pytest (one process, one
+    per op, or one per GPU), merge their files into one, print the tables."""
+    from .envinfo import machine_slug
+    from .runner import default_device
+
+    tier = args.tier or ("standard" if default_device() == "cuda" else "quick")
+    try:
+        cases = registry.select(tier, args.op, args.variant, args.dtype, args.shape)
+    except registry.SelectionError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return 2
+    if not cases:
+        print("mlpbench: error: the selection matches no case", file=sys.stderr)
+        return 2
+    from .sources import liger_source
+
+    try:
+        liger_source()
+    except ValueError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return 2
+    out_dir = args.results / machine_slug()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / f".write-test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        print(f"mlpbench: error: cannot write results to {out_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    # The pid keeps two runs started in the same second apart.
+    json_path = out_dir / f"{stamp}-{tier}-{os.getpid()}.json"
+    outcomes_path = json_path.with_name(json_path.stem + ".outcomes.json")
+    tmp_json = temp_path(json_path)
+    print(f"mlpbench: {len(cases)} cases of tier {tier!r} on {machine_slug()} → {json_path}", flush=True)
+
+    import pytest
+
+    argv = [str(root / "benchmarks"), "-v", "-p", "no:cacheprovider", f"--rootdir={root}",
+            f"-c={root / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={tmp_json}",
+            f"--outcomes={outcomes_path}",
+            # Host samples for a quarter second per case (at least 5): device time has its own
+            # samples, and a whole tier must stay well under 15 minutes. `-- --benchmark-max-time=1` overrides.
+            "--benchmark-max-time=0.25"]
+    for flag in ("op", "variant", "dtype", "shape"):
+        argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
+    if args.trace:
+        argv.append(f"--trace-dir={args.trace}")
+    n_shards = _shard_count(args.shards)
+    if n_shards is None:
+        return 2
+    ops = list(dict.fromkeys(c.op for c in cases))
+    if n_shards > 1:
+        rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, outcomes_path)
+    elif len(ops) > 1:
+        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, outcomes_path)
+    else:
+        try:
+            rc = pytest.main(argv + list(args.pytest_args))
+        finally:
+            # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
+            if tmp_json.exists() and tmp_json.stat().st_size > 0:
+                publish(tmp_json, json_path)
+            else:
+                tmp_json.unlink(missing_ok=True)
+    _summarise(json_path, outcomes_path)
+    return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
+
+
+def _shard_count(spec: str) -> int | None:
+    import torch
+
+    if spec == "auto":
+        return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+    if not spec.isdigit() or int(spec) < 1:
+        print(f"mlpbench: error: --shards {spec!r}: a positive number or 'auto'", file=sys.stderr)
+        return None
+    return int(spec)
+
+
+def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path) -> int:
+    """One pytest process per shard (and GPU), at once, then one merged JSON and outcomes file."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    parts = []
+    for k in range(n):
+        env = {"CUDA_VISIBLE_DEVICES": str(k % gpus)} if gpus else {}
+        parts.append((f"shard {k}/{n} on {'GPU ' + str(k % gpus) if gpus else 'the CPU'}",
+                      ["-q", f"--shard={k}/{n}"], env))
+    return _run_parts(argv, parts, json_path, outcomes_path, together=True)
+
+
+def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path: Path) -> int:
+    """One pytest process per op, one after the other, then one merged JSON and outcomes file.
+
+    As ASV measures each op in a process of its own: on an H200 the whole standard tier in one
+    process ran out of GPU memory after 259 cases (137.8 GiB reserved by PyTorch and not returned by
+    empty_cache, 1.2 GiB allocated), where one process per op never held more than 1.22 GiB after a case
+    (results/logs/h200-20261201-ops/)."""
+    kept = [a for a in argv if not a.startswith("--op=")]
+    return _run_parts(kept, [(f"op {op}", ["-v", f"--op={op}"], {}) for op in ops], json_path, outcomes_path,
+                      together=False)
+
+
+def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_path: Path, outcomes_path: Path,
+               together: bool) -> int:
+    """A pytest process per part (label, extra arguments, extra environment), all at once or in turn;
+    their records merged into one file, each record naming the process that measured it (`shard`)."""
+    import subprocess
+
+    from . import shards
+    from .atomic import write_json
+
+    jsons = [json_path.with_name(f".{json_path.stem}.part{k}.json") for k in range(len(parts))]
+    outs = [json_path.with_name(f".{json_path.stem}.part{k}.outcomes.json") for k in range(len(parts))]
+    base = [a for a in argv if not a.startswith(("--benchmark-json=", "--outcomes=", "-v"))]
+    procs, codes = [], []
+    for k, (label, extra, env) in enumerate(parts):
+        print(f"mlpbench: {label}", flush=True)
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", *base, *extra, f"--benchmark-json={jsons[k]}",
+                                 f"--outcomes={outs[k]}"], env=os.environ | env)
+        if together:
+            procs.append(proc)
+        else:
+            codes.append(proc.wait())
+    codes += [p.wait() for p in procs]
+    done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
+    if done:
+        write_json(json_path, shards.merge(done))
+    write_json(outcomes_path, shards.merge_outcomes(outs))
+    for p in jsons + outs:
+        p.unlink(missing_ok=True)
+    failed = [c for c in codes if c not in (0, 5)]
+    return failed[0] if failed else 0
+
+
+def _summarise(json_path: Path, outcomes_path: Path) -> None:
+    from .tables import load_pytest_json, not_timed, op_tables
+
+    if json_path.exists():
+        df = load_pytest_json([json_path])
+        if not df.empty:
+            print("\n" + op_tables(df) + f"\n\n(from {json_path})")
+    if outcomes_path.exists():
+        text = not_timed(outcomes_path)
+        if text:
+            print("\nNot timed:\n" + text + f"\n\n(from {outcomes_path})")
