@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 from pathlib import Path
 
 # The environment keys that become ASV series keys.

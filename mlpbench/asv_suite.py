@@ -325,7 +325,7 @@ def _probe_here(case: registry.Case | str) -> None:
 
 def _skip_in_setup(self, cache, param):
     # ASV skips a case only when setup raises NotImplementedError; raised from a benchmark's body it
-    # counts as a failure (seen on the H200: results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
+    # counts as a failure.
     _entry(cache, param)
 
 

@@ -3,11 +3,9 @@ gate's threshold that the samples of one process cannot show.
 
 Within one process a case's device-time samples are tight, so the gate's within-run rule (three
 robust coefficients of variation of them, at least the floor) is sharp. Between fresh processes,
-the same generated code with the same launch configurations moves further: on H200s the compiled
-nn.Linear at 8192 × 4096 → 4096 (a cuBLAS GEMM, no Triton kernel) spread 5.2% (bf16) and 6.5%
-(fp16) over five processes on three machines, and Inductor's fp16 GeLU·mul at 4096 × 16384 3.7%
-(docs/compiled-aa.md). A gate that flags those moves blames a commit for the
-process it ran in.
+the same generated code with the same launch configurations moves further (a GEMM's clocks under
+its power cap, which box and which process it ran in; docs/compiled-aa.md has the study). A gate
+that flags those moves blames a commit for the process it ran in.
 
 So each case's between-run noise is measured, not guessed: the standard deviation of the log of
 its median device time over A/A runs (fresh processes, fresh compiler caches) in which its

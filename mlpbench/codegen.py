@@ -6,8 +6,8 @@ directory of its own, and Inductor's in-memory caches cleared, on top of `torch.
 (mlpbench/ops/_kinds.py). Without it a case could inherit a kernel that an earlier case compiled
 and autotuned: Inductor keeps compiled Triton kernels in memory by source, and the GeLU·mul case at
 8192 × 3072 generates the same kernel source as the compiled MLP's fused step at that shape, so
-after the MLP it ran the configuration the MLP's context had picked (51.9 µs, against 36.5 µs
-alone). Nor can a cache left on disk by an earlier run, or by another commit, decide a pick.
+after the MLP it ran the configuration the MLP's context had picked, not its own. Nor can a cache
+left on disk by an earlier run, or by another commit, decide a pick.
 
 **What is recorded** (`record.Record.codegen`, per Triton kernel the case's compile produced): its
 name, a hash of its Triton source, the launch configuration in use after autotuning (block sizes,
@@ -19,8 +19,7 @@ so the gate can tell, for both commits it compares, whether the generated code c
 record is kept beside the results under that fingerprint (`results/codegen/<fingerprint>.json`).
 
 **Pinning the autotuner's picks.** Inductor's pick between near-equal launch configurations differs
-between fresh processes (on an H200, 39 of the standard tier's 76 compiled cases across five runs:
-docs/compiled-aa.md). The suite measures what a `torch.compile` user gets, so by default every case
+between fresh processes (docs/compiled-aa.md). The suite measures what a `torch.compile` user gets, so by default every case
 autotunes afresh; its record keeps Inductor's autotune cache entries (`best_configs`), and a rerun
 with MLPBENCH_PIN_AUTOTUNE=<results file> starts each compiled case from that file's entries, so it
 makes the same picks and a difference that remains is not the autotuner's.

@@ -109,10 +109,8 @@ def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path) 
 def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path: Path) -> int:
     """One pytest process per op, one after the other, then one merged JSON and outcomes file.
 
-    As ASV measures each op in a process of its own: on an H200 the whole standard tier in one
-    process ran out of GPU memory after 259 cases (137.8 GiB reserved by PyTorch and not returned by
-    empty_cache, 1.2 GiB allocated), where one process per op never held more than 1.22 GiB after a case
-    (results/logs/h200-20261201-ops/)."""
+    As ASV measures each op in a process of its own: memory that PyTorch reserves and empty_cache
+    does not return adds up over a whole tier in one process, and a process per op starts clean."""
     kept = [a for a in argv if not a.startswith("--op=")]
     return _run_parts(kept, [(f"op {op}", ["-v", f"--op={op}"], {}) for op in ops], json_path, outcomes_path,
                       together=False)

@@ -24,7 +24,7 @@ import torch
 REPLAYS = 20
 TARGET_REPLAY_S = 2e-3
 MAX_CALLS_PER_REPLAY = 200
-# With the working set inside L2 (60 MB on an H200), repeated calls would measure the cache, not
+# With the working set inside L2 (tens of MB on current GPUs), repeated calls would measure the cache, not
 # HBM: rotate among enough input sets to cover twice the L2, up to this many.
 MAX_INPUT_SETS = 16
 # Bump when the way device time is measured changes. v2: calls per replay sized from a probe graph
@@ -182,10 +182,8 @@ def back_to_back_host_times(fn, input_sets: list[tuple], *, rounds: int = 5, rou
     This is the host figure of a serving loop: the CPU dispatches the next call while the GPU runs
     the last, so a call costs its CPU dispatch where that is the longer part and its device time
     where the GPU is. A synchronised single call (`sync_perf_counter`) instead adds the dispatch of
-    its first kernel and the synchronisation to the device time; on the H200 those per-call figures
-    scattered by a factor of two between cases of the same size
-    (results/pytest/h200/20261129T224446Z-standard-1501.json, mlp at d768-h3072), too much to say
-    where compiling starts to pay.
+    its first kernel and the synchronisation to the device time, figures that scatter too much
+    between cases of one size to say where compiling starts to pay.
     """
     n = len(input_sets)
     sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
@@ -257,7 +255,8 @@ def ceilings() -> dict:
     """This GPU's copy bandwidth and large-GEMM rate per dtype, measured once per process.
 
     Copy: the best of three ways to stream 1 GiB buffers (memory_ceiling), bytes read plus written. GEMM: 8192³ on random data
-    (zeros run faster on the H200 and would flatter every fraction computed against it).
+    (a GEMM of zeros draws less power, so runs faster, and would flatter every fraction computed
+    against it).
     Empty on a CPU.
     """
     global _CEILINGS

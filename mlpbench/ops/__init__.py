@@ -24,8 +24,8 @@ DTYPES = ("fp32", "bf16", "fp16")
 ELEMENT_SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes, for readers that do not import torch
 HALF = ("bf16", "fp16")  # for shapes where fp32 GEMMs would cost minutes and say little
 
-# quick: CPU-sized shapes, seconds per case (CI). standard: the nightly GPU set, well under 15
-# minutes on one H200. full: standard plus the largest shapes. quick shapes are not in the GPU tiers:
+# quick: CPU-sized shapes, seconds per case (CI). standard: the nightly GPU set, sized to fit a
+# nightly job. full: standard plus the largest shapes. quick shapes are not in the GPU tiers:
 # at those sizes a GPU measures launch overhead only, which the decode shapes already cover.
 TIERS = ("quick", "standard", "full")
 EVERY_TIER = "quick+"  # a quick shape that is also worth timing on a GPU

@@ -124,7 +124,7 @@ def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, lig
 def dual_gemm(layer: str):
     """The eager model kernelized with layer `layer` of kernels_local/gated_dual_gemm, its gate and
     up weights interleaved once at load time (the repository's interleave_gate_up, outside any
-    timing: a fraction of a millisecond per MLP on the H200): gate, up and act·mul in one kernel,
+    timing, as a model does it once when it loads): gate, up and act·mul in one kernel,
     then cuBLAS's down GEMM. Last in its op's variants (appended after the others, so the ASV
     variant axis only grew)."""
     from ._kinds import ours

@@ -31,7 +31,7 @@ OP = Op(
     rank=30,
     variants=(*VARIANTS, maxautotune(only_shapes=("t8192-h3072", "t8192-h14336"), only_dtypes=("bf16",))),
     shapes=(
-        shape(EVERY_TIER, "irregular: 333 × 3000, where both peers were slow on the H200", t=333, h=3000),
+        shape(EVERY_TIER, "irregular: 333 × 3000, no power-of-two block divides it", t=333, h=3000),
         shape("standard", "the blog's fused-kernel shape: 8192 × 3072 (151 MB in bf16)", t=8192, h=3072),
         shape("standard", "Gemma-2B intermediate at 4096 tokens", t=4096, h=16384),
         shape("full", "Gemma-7B intermediate at 4096 tokens", t=4096, h=24576),

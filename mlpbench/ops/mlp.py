@@ -38,10 +38,10 @@ OP = Op(
         shape("standard", "decode: one token through Gemma-2B's MLP; host- and weight-bound", HALF,
               t=1, d=2048, h=16384),
         shape("standard", "irregular: 333 tokens, hidden 3000 (not a multiple of 128)", t=333, d=768, h=3000),
-        shape("full", "the largest MLP timed on the H200 for the anchors (16384 tokens, 4096 / 14336)",
+        shape("full", "the largest MLP of the anchors: 16384 tokens at Llama-3-8B's dims (4096 / 14336)",
               t=16384, d=4096, h=14336),
-        # Token sweep at the blog's dims (bf16): where compiling starts to pay on the host. At 1 token
-        # the compiled MLP cost more host time per call than eager on the H200.
+        # Token sweep at the blog's dims (bf16): where compiling starts to pay on the host; at few
+        # tokens a call is host-bound and a compiled module's guards can cost more than they save.
         *(shape("standard", f"token sweep at the blog's dims: {t} tokens (overhead crossover)", ("bf16",),
                 t=t, d=768, h=3072)
           for t in (1, 16, 64, 256, 1024, 2048, 4096, 16384)),
