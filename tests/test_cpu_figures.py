@@ -12,6 +12,9 @@ import torch
 
 from mlpbench import asv_suite, runner, tables
 
+# On a GPU the thread count is left as it is (runner.measuring_threads): these check the CPU's rule.
+cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU run; this machine has a GPU")
+
 ROOT = Path(__file__).resolve().parent.parent
 TICK = tables.TICK_S
 CASE = "linear/eager/fp32/t1024-i32-o64"
@@ -114,6 +117,7 @@ def test_the_thread_bound_is_applied_on_a_cpu_and_put_back(monkeypatch):
     assert runner.cpu_threads() == 1  # never zero
 
 
+@cpu_only
 def test_an_asv_measurement_records_its_thread_count_and_leaves_the_setting_alone():
     before = torch.get_num_threads()
     info = asv_suite.measure_case(CASE)
@@ -122,6 +126,7 @@ def test_an_asv_measurement_records_its_thread_count_and_leaves_the_setting_alon
     assert f"intra-op threads: {runner.cpu_threads()};" in info["timing_method"]
 
 
+@cpu_only
 def test_a_cpu_run_records_its_thread_count_and_some_of_its_rounds(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "mlpbench.cli", "run", "--tier", "quick", "--op", "linear", "--variant", "eager",
