@@ -183,7 +183,7 @@ def _not_a_case(op: str, variant: str, dtype: str, shape_id: str) -> str:
     why = (f"shape {shape_id} is measured in {', '.join(shape.dtypes)} only" if dtype not in shape.dtypes else
            f"{variant} is measured at {', '.join(v.only_shapes or ['every shape'])} in "
            f"{', '.join(v.only_dtypes or shape.dtypes)} only (its compile is costly)")
-    return f"{op}/{variant}/{dtype}/{shape_id} is not a case: {why}"
+    return f"{registry.case_id(op, variant, dtype, shape_id)} is not a case: {why}"
 
 
 def _own_cache_key(setup_cache, owner: str):
@@ -213,7 +213,7 @@ def op_classes(family: str, op: str) -> dict[str, type]:
     setup_cache = _own_cache_key(setup_cache, f"{family}.{registry.class_name(op)}")
 
     def entry(cache, variant, dtype, shape):
-        case_id = f"{op}/{variant}/{dtype}/{shape}"
+        case_id = registry.case_id(op, variant, dtype, shape)
         if case_id not in ids:
             raise NotImplementedError(_not_a_case(op, variant, dtype, shape))
         return _entry(cache, case_id)
@@ -382,16 +382,15 @@ def sequences(family: str) -> dict[str, tuple[registry.Case, bool]]:
         op = registry.OPS[probe_case.op]
         if not op.changing_shapes:
             continue
-        dims = "-".join(f"{k}{v}" for k, v in probe_case.shape.dims if k != "t")
         if probe_case.variant != op.of_role("compiler")[0]:
             continue  # max-autotune over ten shapes would compile GEMM templates ten times: minutes each
         for v in op.variants[1:]:
             if v.compiles and v.name != probe_case.variant:
                 continue
             case = registry.case(op.name, v.name, probe_case.dtype, probe_case.shape.id)
-            out[f"{op.name}/{v.name}/{case.dtype}/{dims}"] = (case, False)
+            out[registry.sequence_id(op.name, v.name, case.dtype, case.shape)] = (case, False)
             if v.compiles:
-                out[f"{op.name}/{v.name}{DYNAMIC}/{case.dtype}/{dims}"] = (case, True)
+                out[registry.sequence_id(op.name, v.name, case.dtype, case.shape, dynamic=True)] = (case, True)
     return out
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import between_runs, codegen, results
+from . import between_runs, codegen, registry, results
 from .record import METRICS
 from .results import Point
 
@@ -211,7 +211,7 @@ def case_id(point: Point) -> str | None:
     """The registry's case id of what `point` measures (None for benchmarks of no op case)."""
     if None in (point.op, point.variant, point.dtype, point.shape_id):
         return None
-    return f"{point.op}/{point.variant}/{point.dtype}/{point.shape_id}"
+    return registry.case_id(point.op, point.variant, point.dtype, point.shape_id)
 
 
 def allowance(point: Point, allowances: dict[str, dict[str, float]],

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ops import DTYPES, EVERY_TIER, HALF, ROLES, TIERS, Op, Shape, Variant, discover
+from .ops import DTYPES, EVERY_TIER, HALF, ROLES, TIERS, Op, Shape, Variant, dims_id, discover
 
 __all__ = ["DTYPES", "EVERY_TIER", "HALF", "TIERS", "OPS", "SHAPES", "Case", "Op", "Shape", "Variant",
-           "SelectionError", "all_cases", "all_variants", "select", "case_by_id", "class_name", "variant_of"]
+           "SelectionError", "all_cases", "all_variants", "select", "case_by_id", "case_id", "sequence_id", "dims_id",
+           "class_name", "variant_of"]
 
 OPS: dict[str, Op] = discover()
 # The variant suffix of a changing-shapes run whose compiler variant runs with dynamic=True
-# ('mlp/compiled-dynamic/bf16/d768-h3072'): made by asv_suite.sequences, read by results.subject.
+# ('mlp/compiled-dynamic/bf16/d768-h3072'; sequence_id), and the dim a changing-shapes run varies.
 DYNAMIC = "-dynamic"
+TOKENS = "t"
 SHAPES: tuple[Shape, ...] = tuple(s for op in OPS.values() for s in op.shapes)
 
 
@@ -34,7 +36,19 @@ class Case:
 
     @property
     def id(self) -> str:
-        return f"{self.op}/{self.variant}/{self.dtype}/{self.shape.id}"
+        return case_id(self.op, self.variant, self.dtype, self.shape.id)
+
+
+def case_id(op: str, variant: str, dtype: str, shape_id: str) -> str:
+    """The one spelling of a case id, op/variant/dtype/shape: results and ASV's history are keyed on
+    it, so it never changes. Everything else looks ids up here."""
+    return f"{op}/{variant}/{dtype}/{shape_id}"
+
+
+def sequence_id(op: str, variant: str, dtype: str, shape: Shape, dynamic: bool = False) -> str:
+    """A changing-shapes run's id: the case id with the shape's dims less the token count, the
+    variant marked DYNAMIC when it compiles with dynamic=True (`mlp/compiled-dynamic/bf16/d768-h3072`)."""
+    return case_id(op, variant + (DYNAMIC if dynamic else ""), dtype, dims_id(dict(shape.dims), without=TOKENS))
 
 
 def all_cases() -> list[Case]:
@@ -93,7 +107,7 @@ def case_by_id(case_id: str) -> Case:
 
 def case(op: str, variant: str, dtype: str, shape_id: str) -> Case:
     """The case named by its four parts (ASV's parameters): SelectionError when it is not one."""
-    return case_by_id(f"{op}/{variant}/{dtype}/{shape_id}")
+    return case_by_id(case_id(op, variant, dtype, shape_id))
 
 
 def shape_of(op: str, shape_id: str) -> Shape | None:

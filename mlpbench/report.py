@@ -435,7 +435,7 @@ def compile_table(df: pd.DataFrame) -> tables.Table:
         return tables.Table([], [])
     latest = d.sort_values(["date", "commit", "run"]).groupby(
         ["machine", "op", "variant", "dtype", "shape_id", "metric"]).last()
-    rows = [[f"{op}/{variant}/{dtype}/{shape}", machine, COMPILE_METRICS[metric], f"{r.value:,.2f} s"]
+    rows = [[registry.case_id(op, variant, dtype, shape), machine, COMPILE_METRICS[metric], f"{r.value:,.2f} s"]
             for (machine, op, variant, dtype, shape, metric), r in latest.iterrows()]
     return tables.Table(["case", "machine", "figure", "seconds"], rows, sorted(set(latest["run"])))
 

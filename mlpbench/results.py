@@ -32,8 +32,7 @@ from .record import NAMES
 
 # The token-count dim: every op's shapes start with it (t = batch × sequence), and sweeps over it
 # (the overhead crossover, the changing-shapes runs) vary it alone.
-TOKENS = "t"
-DYNAMIC = registry.DYNAMIC
+TOKENS = registry.TOKENS
 ASV_KINDS = ("Device", "Host", "Codegen")  # ASV op classes are registry.class_name(op) + one of these
 NOT_RESULTS = ("machine.json", "benchmarks.json")  # ASV's own files beside the results
 
@@ -45,9 +44,7 @@ PYTEST_FIELDS = ("case", "op", "variant", "dtype", "shape", "shape_id", "tier", 
 assert set(PYTEST_FIELDS) <= NAMES, set(PYTEST_FIELDS) - NAMES
 
 
-def dims_id(dims: dict, without: str | None = None) -> str:
-    """A shape id made from its dims (`t8192-d768-h3072`), optionally leaving one dim out."""
-    return "-".join(f"{k}{v}" for k, v in dims.items() if k != without)
+dims_id = registry.dims_id  # the registry spells ids; this module looks them up
 
 
 def shape_dims(op: str, shape_id: str, shape: dict | None = None) -> dict | None:
@@ -94,11 +91,11 @@ def _subjects() -> dict[str, Subject]:
             dims = dims_id(shape.as_dict(), without=TOKENS)
             for v in op.variants[1:]:
                 for dtype in shape.dtypes:
-                    out.setdefault(f"{op.name}/{v.name}/{dtype}/{dims}", Subject(op.name, v.name, dtype, dims,
-                                                                                 v.compiles))
+                    out.setdefault(registry.sequence_id(op.name, v.name, dtype, shape),
+                                   Subject(op.name, v.name, dtype, dims, v.compiles))
                     if v.compiles:
-                        out.setdefault(f"{op.name}/{v.name}{DYNAMIC}/{dtype}/{dims}",
-                                       Subject(op.name, v.name + DYNAMIC, dtype, dims, True))
+                        out.setdefault(registry.sequence_id(op.name, v.name, dtype, shape, dynamic=True),
+                                       Subject(op.name, v.name + registry.DYNAMIC, dtype, dims, True))
     return out
 
 
@@ -157,7 +154,7 @@ def _identify(benchmark: str, combos: list[tuple[str, ...]]) -> list[tuple[str, 
     op = _OP_OF_CLASS.get(parts[-2]) if len(parts) >= 3 else None
     if op and combos and all(len(c) == 3 for c in combos):
         # the case id, as registry.Case.id spells it: the gate keys points on it across versions
-        return [(f"{op}/{variant}/{dtype}/{shape}", Subject(op, variant, dtype, shape, _variant_compiles(op, variant)))
+        return [(registry.case_id(op, variant, dtype, shape), Subject(op, variant, dtype, shape, _variant_compiles(op, variant)))
                 for variant, dtype, shape in combos]
     return [(", ".join(c), subject(c[0]) if len(c) == 1 else None) for c in combos]
 

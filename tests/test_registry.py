@@ -77,3 +77,23 @@ def test_token_sweep_for_the_overhead_crossover():
     sweep = {c.shape.as_dict()["t"] for c in registry.select("standard", ops=["mlp"], variants=["compiled"], dtypes=["bf16"])
              if c.shape.id.endswith("d768-h3072")}
     assert {1, 16, 64, 256, 1024, 2048, 4096, 8192, 16384} <= sweep
+
+
+def test_the_registry_alone_spells_case_shape_and_sequence_ids():
+    import re
+    from pathlib import Path
+
+    import mlpbench
+    from mlpbench import registry
+
+    case = registry.case_by_id("mlp/compiled/bf16/t8192-d768-h3072")
+    assert registry.case_id(case.op, case.variant, case.dtype, case.shape.id) == case.id
+    assert registry.dims_id(dict(case.shape.dims)) == case.shape.id == "t8192-d768-h3072"
+    assert registry.sequence_id("mlp", "compiled", "bf16", case.shape, dynamic=True) == \
+        "mlp/compiled-dynamic/bf16/d768-h3072"
+    # no other module formats an id of four slash-separated parts itself
+    spelled = re.compile(r'f"\{[^}]*\}/\{[^}]*\}/\{[^}]*\}/\{')
+    root = Path(mlpbench.__file__).parent
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if p.name != "registry.py" and spelled.search(p.read_text())]
+    assert offenders == []

@@ -35,6 +35,12 @@ TIER_SETS = {"quick": ("quick",), "standard": ("standard", "full"), "full": ("fu
 ROLES = ("baseline", "compiler", "peer", "ours")
 
 
+def dims_id(dims: dict, without: str | None = None) -> str:
+    """The one spelling of a shape's dims as an id (`t8192-d768-h3072`), optionally leaving one dim
+    out. Ids key ASV's history: this format never changes."""
+    return "-".join(f"{k}{v}" for k, v in dims.items() if k != without)
+
+
 @dataclass(frozen=True)
 class Shape:
     op: str
@@ -48,7 +54,7 @@ class Shape:
 
     @property
     def id(self) -> str:
-        return "-".join([f"{k}{v}" for k, v in self.dims] + ([self.layout] if self.layout else []))
+        return "-".join([dims_id(dict(self.dims))] + ([self.layout] if self.layout else []))
 
     @property
     def tiers(self) -> tuple[str, ...]:
