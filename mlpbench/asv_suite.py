@@ -38,7 +38,7 @@ import time
 import types
 from pathlib import Path
 
-from . import asv_machine, codegen, registry, runner, timing
+from . import asv_machine, codegen_record, registry, runner, timing
 from .record import METRICS
 from .compile_probe import probe
 
@@ -142,7 +142,7 @@ def measure_case(case_id: str) -> dict:
     if record.codegen_fingerprint is not None and RESULTS is not None:
         # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
         # beside them, content-addressed, for the gate to say what changed (results_dir's parent).
-        codegen.store(record.codegen, RESULTS)
+        codegen_record.store(record.codegen, RESULTS)
     return record.extra_info()
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import between_runs, codegen, registry, results
+from . import between_runs, codegen_record, registry, results
 from .record import METRICS
 from .results import Point
 
@@ -114,7 +114,7 @@ class Verdict:
     verdict: str
     test: str
     compiles: bool = False  # a torch.compile'd case: its generated code is compared too
-    cause: str | None = None  # what changed in the generated code, when it did (codegen.differences)
+    cause: str | None = None  # what changed in the generated code, when it did (codegen_record.differences)
     # what set the threshold: "floor", "host floor" (HOST_FLOOR), "within-run noise", "between-run
     # noise" (the figure's own: device or back-to-back host time) or "given"
     threshold_from: str = "floor"
@@ -305,8 +305,8 @@ def attribute(verdicts: list[Verdict], base: list[Point], head: list[Point], cod
         key = _case_key(v)
         if not v.compiles or v.verdict not in AUTOTUNER or key not in fb or key not in fh or fb[key] == fh[key]:
             continue
-        records = [codegen.load(fp, codegen_root) if codegen_root else None for fp in (fb[key], fh[key])]
-        changes = codegen.differences(*records)
+        records = [codegen_record.load(fp, codegen_root) if codegen_root else None for fp in (fb[key], fh[key])]
+        changes = codegen_record.differences(*records)
         v.cause = "; ".join(changes)
         if all(": Inductor chose " in c for c in changes):
             v.verdict = AUTOTUNER[v.verdict]

@@ -105,7 +105,7 @@ def runs_table(wide: pd.DataFrame, results: Path) -> tables.Table:
 
 def structure_table(wide: pd.DataFrame) -> tables.Table:
     """Kernels per call by op and variant from the newest record of each case, split-K kernels apart."""
-    from . import profiling  # the expectations' matching logic; imports torch
+    from . import expectations
 
     split_k = tomllib.loads(EXPECTATIONS.read_text())["patterns"]["split_k"]
     latest = tables.latest_per_case(wide)
@@ -123,7 +123,7 @@ def structure_table(wide: pd.DataFrame) -> tables.Table:
             unmet = 0
             for r in g.itertuples():
                 found = registry.shape_of(op, r.shape_id)
-                unmet += bool(profiling.check(op, variant, r.shape, list(r.kernel_names), r.kernels_per_call,
+                unmet += bool(expectations.check(op, variant, r.shape, list(r.kernel_names), r.kernels_per_call,
                                               layout=found.layout if found else None, dtype=r.dtype))
             memsets = sorted({f"{m:g}" for m in g["memsets_per_call"].dropna()})
             rows.append([op, variant, "–".join(map(str, (main[0], main[-1]))) if len(main) > 1 else str(main[0]),

@@ -389,7 +389,7 @@ def step_table(wide: pd.DataFrame) -> tables.Table:
     import re
 
     from .ops import ELEMENT_SIZE
-    from .profiling import patterns
+    from .expectations import patterns
 
     ops = {name: op for name, op in registry.OPS.items() if op.step_bytes}
     need = {"kernel_names", "kernel_times_in_order_s", "shape", "copy_ceiling_Bps"}

@@ -182,7 +182,7 @@ def structure(p: Prepared, trace_dir=None) -> dict:
         return {}
     from pathlib import Path
 
-    from . import profiling
+    from . import expectations, profiling
 
     try:
         trace = Path(trace_dir) / trace_name(p.case) if trace_dir else None
@@ -191,6 +191,6 @@ def structure(p: Prepared, trace_dir=None) -> dict:
         return {"profile_error": f"{type(exc).__name__}: {exc}"}
     c = p.case
     return prof.as_extra() | {
-        "structure_problems": profiling.check(c.op, c.variant, c.shape.as_dict(), prof.kernel_names,
+        "structure_problems": expectations.check(c.op, c.variant, c.shape.as_dict(), prof.kernel_names,
                                               prof.kernels_per_call, layout=c.shape.layout, dtype=c.dtype),
     }

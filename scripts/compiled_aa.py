@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from mlpbench import between_runs, codegen, gate, registry
+from mlpbench import between_runs, codegen, codegen_record, gate, registry
 
 
 def _records(path: Path) -> dict[str, dict]:
@@ -75,7 +75,7 @@ def table(paths: list[Path], allowances: dict[str, float] | None = None, calibra
                 counts["explained"] += explained
                 counts["later flagged"] += later
                 counts["later explained"] += later and explained
-                changes = codegen.differences(infos[0].get("codegen"), info.get("codegen"))
+                changes = codegen_record.differences(infos[0].get("codegen"), info.get("codegen"))
                 verdicts.append(f"run {k}: {v.verdict} {v.ratio:.3f}× "
                                 f"({'; '.join(changes) if explained else 'unexplained'})")
         rows.append([case, " / ".join(f"{m * 1e6:,.1f}" for m in medians),

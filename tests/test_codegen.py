@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mlpbench import codegen, registry, runner
+from mlpbench import codegen, codegen_record, registry, runner
 
 
 def _fake_kernel(name, block, warps, src="def k(): pass", state="miss"):
@@ -31,29 +31,29 @@ def _record(*kernels):
 def test_differences_say_what_inductor_chose_instead():
     base = _record(_fake_kernel("triton_poi_fused_gelu_mul_0", 1024, 4))
     head = _record(_fake_kernel("triton_poi_fused_gelu_mul_0", 512, 8))
-    assert codegen.differences(base, head) == [
+    assert codegen_record.differences(base, head) == [
         "triton_poi_fused_gelu_mul_0: Inductor chose XBLOCK 512 instead of 1024, num_warps 8 instead of 4"]
     other = _record(_fake_kernel("triton_poi_fused_gelu_mul_0", 1024, 4, src="def k(): return 1"))
-    assert codegen.differences(base, other) == ["triton_poi_fused_gelu_mul_0: its Triton source changed"]
-    assert "record is not in" in codegen.differences(None, head)[0]
+    assert codegen_record.differences(base, other) == ["triton_poi_fused_gelu_mul_0: its Triton source changed"]
+    assert "record is not in" in codegen_record.differences(None, head)[0]
 
 
 def test_the_fingerprint_follows_the_code_not_where_a_pick_was_read_from():
     def fp(kernel):
         k = codegen.describe_kernel(kernel)
-        return codegen.fingerprint({"kernels": [{key: k[key] for key in codegen._DECIDES}], "settings": {}})
+        return codegen_record.fingerprint({"kernels": [{key: k[key] for key in codegen_record.DECIDES}], "settings": {}})
 
     base = fp(_fake_kernel("k", 1024, 4))
     assert fp(_fake_kernel("k", 1024, 4, state="hit")) == base
     assert fp(_fake_kernel("k", 512, 4)) != base
-    assert 0 <= base < 2 ** codegen.FINGERPRINT_BITS  # exact in ASV's float64
+    assert 0 <= base < 2 ** codegen_record.FINGERPRINT_BITS  # exact in ASV's float64
 
 
 def test_records_are_stored_by_fingerprint_and_read_back(tmp_path):
     rec = _record(_fake_kernel("k", 1024, 4)) | {"fingerprint": 12345}
-    path = codegen.store(rec, tmp_path)
+    path = codegen_record.store(rec, tmp_path)
     assert path == tmp_path / "codegen" / "12345.json"
-    assert codegen.load(12345.0, tmp_path) == rec and codegen.load(1, tmp_path) is None
+    assert codegen_record.load(12345.0, tmp_path) == rec and codegen_record.load(1, tmp_path) is None
 
 
 def test_a_compiled_case_is_compiled_in_fresh_caches_and_its_codegen_recorded():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mlpbench import profiling, registry, runner
+from mlpbench import expectations, profiling, registry, runner
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="kernel launches exist only on a CUDA GPU")
 
@@ -12,7 +12,7 @@ H200_EAGER_MLP = ["nvjet_sm90_tst_128x256", "nvjet_sm90_tst_128x256", "vectorize
 
 
 def test_expectations_file_loads_and_names_known_ops_and_variants():
-    exps = profiling.load_expectations()
+    exps = expectations.load_expectations()
     assert exps
     for e in exps:
         assert e["variant"] in registry.OPS[e["op"]].variant_names
@@ -20,21 +20,21 @@ def test_expectations_file_loads_and_names_known_ops_and_variants():
 
 
 def test_eager_mlp_with_five_kernels_passes():
-    assert profiling.check("mlp", "eager", {"t": 8192}, H200_EAGER_MLP, 5) == []
+    assert expectations.check("mlp", "eager", {"t": 8192}, H200_EAGER_MLP, 5) == []
 
 
 def test_a_lost_fusion_is_reported_with_expected_and_seen():
     names = ["nvjet_a", "nvjet_b", "triton_poi_fused_gelu_0", "triton_poi_fused_mul_1", "nvjet_c"]
-    problems = profiling.check("mlp", "compiled", {"t": 8192}, names, 5)
+    problems = expectations.check("mlp", "compiled", {"t": 8192}, names, 5)
     assert any("expected 4 kernels per call" in p and "saw 5" in p for p in problems)
     assert any("fused" in p or "gelu" in p for p in problems)
 
 
 def test_split_k_kernels_are_counted_apart_but_a_sixth_kernel_is_not():
     names = H200_EAGER_MLP + ["void cublasLt::splitKreduce_kernel<32, 16, int, float>"]
-    assert profiling.check("mlp", "eager", {"t": 1}, names, 6) == []
+    assert expectations.check("mlp", "eager", {"t": 1}, names, 6) == []
     extra = H200_EAGER_MLP + ["void at::native::vectorized_elementwise_kernel<8, CopyFunctor>"]
-    problems = profiling.check("mlp", "eager", {"t": 1}, extra, 6)
+    problems = expectations.check("mlp", "eager", {"t": 1}, extra, 6)
     assert problems and "expected 5 kernels per call" in problems[0] and "saw 6" in problems[0]
 
 
@@ -55,7 +55,7 @@ def test_the_committed_h200_standard_tier_meets_the_expectations(committed_resul
         found = registry.shape_of(r["op"], r["shape_id"])
         return found.layout if found else None
 
-    problems = [p for r in records for p in profiling.check(r["op"], r["variant"], r["shape"], r["kernel_names"],
+    problems = [p for r in records for p in expectations.check(r["op"], r["variant"], r["shape"], r["kernel_names"],
                                                             r["kernels_per_call"], layout=layout(r),
                                                             dtype=r["dtype"])]
     assert problems == []
@@ -77,7 +77,7 @@ def test_the_blogs_expectations_hold_here(case_id):
     case = registry.case_by_id(case_id)
     p = runner.prepare(case, "cuda")
     prof = profiling.profile_call(p.workload.fn, p.input_sets[0])
-    problems = profiling.check(case.op, case.variant, case.shape.as_dict(), prof.kernel_names, prof.kernels_per_call,
+    problems = expectations.check(case.op, case.variant, case.shape.as_dict(), prof.kernel_names, prof.kernels_per_call,
                                layout=case.shape.layout, dtype=case.dtype)
     assert not problems, "\n".join(problems)
     # one device time per launch, in order, adding up to the by-name figures
@@ -98,6 +98,6 @@ def test_dualgemm_expectations_split_where_the_kernel_decides_to_fuse():
         torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
         names = fused if kernel.fused_pays(t, torch_dtype) else unfused
         for op in ("mlp", "swiglu_mlp"):
-            assert profiling.check(op, "dualgemm", {"t": t}, names, len(names), dtype=dtype) == [], (t, dtype)
+            assert expectations.check(op, "dualgemm", {"t": t}, names, len(names), dtype=dtype) == [], (t, dtype)
             other = unfused if names is fused else fused
-            assert profiling.check(op, "dualgemm", {"t": t}, other, len(other), dtype=dtype) != [], (t, dtype)
+            assert expectations.check(op, "dualgemm", {"t": t}, other, len(other), dtype=dtype) != [], (t, dtype)

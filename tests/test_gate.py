@@ -313,12 +313,12 @@ def _kernel(block, source="src-a"):
     (_kernel(512, source="src-b"), "regression", 1),          # the commit changed what Inductor compiles
 ])
 def test_a_compiled_case_that_moved_with_its_generated_code_is_attributed(tmp_path, head_kernel, verdict, exit_code):
-    from mlpbench import codegen
+    from mlpbench import codegen_record
 
     base = {"kernels": [_kernel(1024)], "settings": {"max_autotune": False}, "mode": "default", "fingerprint": 11}
     head = {"kernels": [head_kernel], "settings": {"max_autotune": False}, "mode": "default", "fingerprint": 22}
     for record in (base, head):
-        codegen.store(record, tmp_path)
+        codegen_record.store(record, tmp_path)
     _write_compiled(tmp_path, A, 1, 36.5e-6, 11, seed=1)
     _write_compiled(tmp_path, B, 2, 51.9e-6, 22, seed=2)
     (v,) = gate.compare(gate.load(tmp_path / "asv"), A[:7], B[:7], codegen_root=tmp_path)
