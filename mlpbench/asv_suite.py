@@ -394,10 +394,6 @@ def sequences(family: str) -> dict[str, tuple[registry.Case, bool]]:
     return out
 
 
-def sequence_ids(family: str) -> list[str]:
-    return list(sequences(family))
-
-
 def compile_classes(family: str) -> dict[str, type]:
     probes = probe_cases(family)
     if not probes:

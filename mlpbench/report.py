@@ -415,12 +415,6 @@ def step_table(wide: pd.DataFrame) -> tables.Table:
                          "of the copy ceiling"], rows, sorted(set(d["run"])) if rows else [])
 
 
-def kernel_breakdown(wide: pd.DataFrame) -> str:
-    """Markdown of `kernel_table`."""
-    table = kernel_table(wide)
-    return table.markdown() if table else ""
-
-
 # The compile-tax benchmarks (record.METRICS, reported and never gated), with their names in the table.
 COMPILE_METRICS = {"track_cold_compile": "cold compile", "track_recompile_new_shape": "recompile (static)",
                    "track_recompile_new_shape_dynamic": "recompile (dynamic=True)",
@@ -438,12 +432,6 @@ def compile_table(df: pd.DataFrame) -> tables.Table:
     rows = [[registry.case_id(op, variant, dtype, shape), machine, COMPILE_METRICS[metric], f"{r.value:,.2f} s"]
             for (machine, op, variant, dtype, shape, metric), r in latest.iterrows()]
     return tables.Table(["case", "machine", "figure", "seconds"], rows, sorted(set(latest["run"])))
-
-
-def compile_tax(df: pd.DataFrame) -> str:
-    """Markdown of `compile_table`."""
-    table = compile_table(df)
-    return table.markdown() if table else ""
 
 
 def overhead_verdict(wide: pd.DataFrame, op: str) -> str:

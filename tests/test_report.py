@@ -142,12 +142,12 @@ def test_kernel_breakdown_and_compile_tax_sections():
     wide = pd.DataFrame([{"op": "mlp", "case": "mlp/eager/bf16/t8192-d768-h3072",
                           "kernel_times_s": {"nvjet_gate": 60e-6, "nvjet_up": 60e-6, "nvjet_down": 55e-6,
                                              "gelu": 30e-6, "mul": 30e-6}}])
-    text = report.kernel_breakdown(wide)
+    text = report.kernel_table(wide).markdown()
     assert "| mlp/eager/bf16/t8192-d768-h3072 | nvjet_gate | 60.0 | 26% |" in text
     # records with times in launch order give gate and up their own rows even under one kernel name
     wide["kernel_names"] = [["nvjet_a", "nvjet_a", "gelu", "mul", "nvjet_b"]]
     wide["kernel_times_in_order_s"] = [[60e-6, 61e-6, 30e-6, 30e-6, 55e-6]]
-    text = report.kernel_breakdown(wide)
+    text = report.kernel_table(wide).markdown()
     assert "| 1. nvjet_a | 60.0 |" in text and "| 2. nvjet_a | 61.0 |" in text and "| 5. nvjet_b | 55.0 |" in text
     df = pd.DataFrame([
         {"source": "asv", "run": "results/asv/h200/a.json", "machine": "h200", "commit": "a", "date": 1, "op": "mlp",
@@ -157,6 +157,6 @@ def test_kernel_breakdown_and_compile_tax_sections():
          "variant": "compiled-dynamic", "dtype": "bf16", "shape_id": "d768-h3072", "metric": "track_total",
          "value": 30.0},
     ])
-    tax = report.compile_tax(df)
+    tax = report.compile_table(df).markdown()
     assert "| mlp/compiled/bf16/t8192-d768-h3072 | h200 | cold compile | 12.50 s |" in tax
     assert "ten changing shapes, total" in tax
