@@ -479,39 +479,12 @@ def sources_line(files) -> str:
 
 # --- the page ------------------------------------------------------------------------------------
 
-STYLE = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;max-width:1250px;padding:0 1em;
- color:#1d2430;line-height:1.45}
-h1{margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #d8dde6;padding-bottom:.2em}
-h3{margin-top:1.3em}
-nav{font-size:13px;margin:.6em 0 1em}nav a{margin-right:1em;color:#2456a4}
-.intro{color:#3a4454;font-size:14px;margin:.2em 0}.text{font-size:14px}.src{color:#5a6474;font-size:12px;margin:.3em 0 1em}
-.note{background:#fff7e0;border-left:4px solid #e0a800;padding:.4em .8em;font-size:13px}
-img{max-width:100%;display:block;margin:.5em 0 1.2em}
-table{border-collapse:collapse;font-size:12.5px;margin:.4em 0;font-variant-numeric:tabular-nums}
-th{background:#eef1f6;text-align:left;cursor:pointer;position:sticky;top:0;white-space:nowrap}
-th:hover{background:#dde3ee}th.asc::after{content:' ▲'}th.desc::after{content:' ▼'}
-td,th{border:1px solid #d8dde6;padding:3px 8px}tbody tr:nth-child(even){background:#f8f9fb}
-td.noisy{background:#fff1c9}td.na{color:#7a8494;font-style:italic}
-details summary{cursor:pointer;font-weight:600;margin:.6em 0}
-"""
 
-# Click a column header to sort by it; numbers sort as numbers (data-sort holds the leading figure).
-SORT_SCRIPT = """
-document.querySelectorAll('table.sortable th').forEach(function(th, col){
-  th.addEventListener('click', function(){
-    var table = th.closest('table'), body = table.tBodies[0], asc = !th.classList.contains('asc');
-    table.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc')});
-    th.classList.add(asc ? 'asc' : 'desc');
-    var key = function(tr){var td = tr.cells[col]; var n = td.getAttribute('data-sort');
-      return n === null ? td.textContent : parseFloat(n)};
-    Array.from(body.rows).sort(function(a, b){
-      var x = key(a), y = key(b), c = (typeof x === 'number' && typeof y === 'number') ? x - y
-        : String(x).localeCompare(String(y));
-      return asc ? c : -c}).forEach(function(tr){body.appendChild(tr)});
-  });
-});
-"""
+
+# The page's stylesheet and its sorting script (click a header: numbers sort as numbers, by
+# data-sort), package data inlined so that the page stays one self-contained file.
+STATIC = Path(__file__).with_name("static")
+
 
 
 def _anchor(title: str) -> str:
@@ -673,9 +646,9 @@ def write(results: Path, output: Path) -> list[Path]:
     lines = "".join(f"<p class='{'note' if 'noisy' in t else 'intro'}'>{_inline(t)}</p>" for t in intro)
     (output / "report.html").write_text(
         "<!doctype html><html lang='en'><meta charset='utf-8'><title>mlpbench report</title>"
-        f"<meta name='viewport' content='width=device-width'><style>{STYLE}</style>"
+        f"<meta name='viewport' content='width=device-width'><style>{(STATIC / 'report.css').read_text()}</style>"
         f"<h1>mlpbench report</h1>{lines}<nav>{nav}</nav>" + "".join(body)
-        + f"<script>{SORT_SCRIPT}</script></html>\n")
+        + f"<script>{(STATIC / 'report.js').read_text()}</script></html>\n")
     return [output / "report.md", output / "report.html", output / "report.csv"]
 
 
