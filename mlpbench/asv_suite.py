@@ -114,15 +114,9 @@ def _each(ids: list[str], label: str, measure) -> dict:
     return out
 
 
-# The results root (the folder holding asv/) that codegen records are written to, set by the family
-# modules in benchmarks/ from their own location: ASV passes its ASV_CONF_DIR to build commands only,
-# never to benchmark processes, so a benchmark cannot ask ASV where its results go. None (a test
-# building the classes itself): nothing is written.
-RESULTS: Path | None = None
-
-
-def measure_case(case_id: str) -> dict:
-    """Everything the op classes report for one case, after its float64 check."""
+def measure_case(case_id: str, results: Path | None = None) -> dict:
+    """Everything the op classes report for one case, after its float64 check. A compiled case's
+    codegen record goes under `results` (the results root, the folder holding asv/; None: nowhere)."""
     case = registry.case_by_id(case_id)
     device = runner.default_device()
     reason = reason_not_here(case, device)
@@ -139,10 +133,10 @@ def measure_case(case_id: str) -> dict:
         # and a nightly of ~270 cases must leave time for the compile benchmarks.
         record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
                                                                 min_samples=10))
-    if record.codegen_fingerprint is not None and RESULTS is not None:
+    if record.codegen_fingerprint is not None and results is not None:
         # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
         # beside them, content-addressed, for the gate to say what changed (results_dir's parent).
-        codegen_record.store(record.codegen, RESULTS)
+        codegen_record.store(record.codegen, results)
     return record.extra_info()
 
 
@@ -200,14 +194,15 @@ def _own_cache_key(setup_cache, owner: str):
     return setup_cache
 
 
-def op_classes(family: str, op: str) -> dict[str, type]:
+def op_classes(family: str, op: str, results: Path | None = None) -> dict[str, type]:
     ids = {c.id for c in cases(family, op)}
     params = [list(registry.OPS[op].variant_names), list(registry.DTYPES), [s.id for s in shapes(family, op)]]
 
     def setup_cache(self):
         # Runs in a process of ASV's own, so changing its thread count touches nothing else.
         _leave_a_core_for_asv()
-        return _each(selected([c.id for c in cases(family, op)]), f"{family}.{op}", measure_case)
+        return _each(selected([c.id for c in cases(family, op)]), f"{family}.{op}",
+                     functools.partial(measure_case, results=results))
 
     setup_cache.timeout = 3600
     setup_cache = _own_cache_key(setup_cache, f"{family}.{registry.class_name(op)}")
@@ -241,7 +236,7 @@ def op_classes(family: str, op: str) -> dict[str, type]:
         return out
 
     common = {"params": params, "param_names": ["variant", "dtype", "shape"], "version": VERSION,
-              "timeout": 600, "setup_cache": setup_cache, "dry_cache": staticmethod(dry_cache)}
+              "timeout": 600, "setup_cache": setup_cache, "dry_cache": staticmethod(dry_cache), "results_root": results}
     what = registry.OPS[op].what
     name = registry.class_name(op)
     compilers = list(registry.OPS[op].of_role("compiler"))
@@ -451,10 +446,10 @@ def preload() -> None:
 
 def family(name: str, results: Path | None = None) -> dict[str, type]:
     """Every ASV benchmark class of a family, by class name: the same on every machine. `results`:
-    where the compiled cases' codegen records go (RESULTS)."""
-    global RESULTS
-    if results is not None:
-        RESULTS = Path(results)
+    the results root that the compiled cases' codegen records go under (the family modules in
+    benchmarks/ name it from their own location: ASV passes ASV_CONF_DIR to build commands only, never
+    to benchmark processes); None (a test building the classes): nowhere."""
+    results = Path(results) if results is not None else None
     if name not in FAMILIES:
         raise registry.SelectionError(f"unknown benchmark family {name!r}; valid: {', '.join(FAMILIES)}")
     import torch
@@ -467,7 +462,7 @@ def family(name: str, results: Path | None = None) -> dict[str, type]:
     out = {}
     for op in registry.OPS:
         if shapes(name, op):
-            out |= op_classes(name, op)
+            out |= op_classes(name, op, results)
     return out | compile_classes(name)
 
 
