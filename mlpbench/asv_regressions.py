@@ -41,7 +41,7 @@ def gate_steps(results_dir: Path) -> dict[tuple[str, str, str], list[tuple[str, 
 def entries(graphs, benchmarks, revisions, data_filter, steps_by_key) -> list[list]:
     """regressions.json's rows for the gate's steps: [name with parameters, graph path, the graph's
     distinguishing parameters, parameter index, latest value, best value, jumps], as ASV writes them."""
-    from .results import _identify
+    from .results import identify
 
     all_params = graphs.get_params()
     rows = []
@@ -55,7 +55,7 @@ def entries(graphs, benchmarks, revisions, data_filter, steps_by_key) -> list[li
         combos = list(itertools.product(*benchmark["params"])) if benchmark.get("params") else []
         for j, entry_name, steps, _threshold in data_filter.get_graph_data(graph, benchmark):
             combo = tuple(v.strip("'") for v in combos[j]) if j is not None else ()
-            ((param, _),) = _identify(name, [combo]) if combo else [("", None)]
+            ((param, _),) = identify(name, [combo]) if combo else [("", None)]
             found = steps_by_key.get((graph.params.get("machine"), name, param))
             if not found or not steps:
                 continue

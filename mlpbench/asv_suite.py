@@ -23,7 +23,8 @@ a new token count), `CompileTimeDynamic` (the MLP with dynamic=True) and `Changi
 over ten token counts in a row, compilation included, for compiled, Liger and ours).
 
 The classes and their parameters depend on nothing of the machine or the environment (only what a
-setup_cache measures does: $MLPBENCH_CASES narrows it). A combination that cannot run here raises NotImplementedError in `setup` with the reason (ASV's skip): one that is not a case
+setup_cache measures does: $MLPBENCH_CASES narrows it). A combination that cannot run here raises
+NotImplementedError in `setup` with the reason (ASV's skip): one that is not a case
 (fp32 at a shape measured in half precision only), a GPU-sized shape on a CPU, device figures
 without a GPU, a Triton kernel on a CPU. A case whose output fails the float64 check raises
 CorrectnessError in the cache and is recorded as failed.
@@ -74,21 +75,6 @@ def reason_not_here(case: registry.Case, device: str) -> str | None:
         return (f"shape {case.shape.id} is GPU-sized (tier {case.shape.tiers[0]}): measured on a GPU only; "
                 "on a CPU it would take minutes and say nothing about GPUs")
     return runner.skip_reason(case, device)
-
-
-def _leave_a_core_for_asv() -> None:
-    """On a CPU, measure with one thread fewer than there are cores.
-
-    ASV's fork server polls for its child every millisecond while the child measures. With as many
-    OpenMP threads as cores, each parallel region then waited for a descheduled thread: the eager
-    MLP at t64-d128-h512 (fp32) took 60 ms per call on a 2-core box, against 0.28 ms in a process
-    of its own. One core left free takes the server's wake-ups. The count is runner.cpu_threads(),
-    the one `measure_case` holds while it builds and times a case (runner.measuring_threads).
-    """
-    import torch
-
-    if runner.default_device() == "cpu":
-        torch.set_num_threads(runner.cpu_threads())
 
 
 def _each(ids: list[str], label: str, measure) -> dict:
@@ -161,8 +147,10 @@ def selected(ids: list[str]) -> list[str]:
 
 def _entry(cache: dict, case_id: str) -> dict:
     if case_id not in cache:
-        raise NotImplementedError(f"{case_id} was not measured: {CASES_ENV}={os.environ.get(CASES_ENV, '')!r} "
-                                  "does not select it")
+        if os.environ.get(CASES_ENV):
+            raise NotImplementedError(f"{case_id} was not measured: {CASES_ENV}={os.environ[CASES_ENV]!r} "
+                                      "does not select it")
+        raise NotImplementedError(f"{case_id} is not a case of the registry")
     entry = cache[case_id]
     if "skip" in entry:
         raise NotImplementedError(entry["skip"])
@@ -199,8 +187,7 @@ def op_classes(family: str, op: str, results: Path | None = None) -> dict[str, t
     params = [list(registry.OPS[op].variant_names), list(registry.DTYPES), [s.id for s in shapes(family, op)]]
 
     def setup_cache(self):
-        # Runs in a process of ASV's own, so changing its thread count touches nothing else.
-        _leave_a_core_for_asv()
+        # measure_case holds the CPU's thread count (runner.measuring_threads) while it measures
         return _each(selected([c.id for c in cases(family, op)]), f"{family}.{op}",
                      functools.partial(measure_case, results=results))
 

@@ -479,12 +479,9 @@ def sources_line(files) -> str:
 
 # --- the page ------------------------------------------------------------------------------------
 
-
-
 # The page's stylesheet and its sorting script (click a header: numbers sort as numbers, by
 # data-sort), package data inlined so that the page stays one self-contained file.
 STATIC = Path(__file__).with_name("static")
-
 
 
 def _anchor(title: str) -> str:

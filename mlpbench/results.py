@@ -148,7 +148,7 @@ def _combos(params: list[list[str]]) -> list[tuple[str, ...]]:
     return combos if params else []
 
 
-def _identify(benchmark: str, combos: list[tuple[str, ...]]) -> list[tuple[str, Subject | None]]:
+def identify(benchmark: str, combos: list[tuple[str, ...]]) -> list[tuple[str, Subject | None]]:
     """(param, subject) per parameter combination."""
     parts = benchmark.split(".")
     op = _OP_OF_CLASS.get(parts[-2]) if len(parts) >= 3 else None
@@ -165,7 +165,7 @@ def _asv_points(doc: dict) -> list[Point]:
     for name, row in doc["results"].items():
         r = dict(zip(cols, row))
         values = r["result"] if isinstance(r["result"], list) else [r["result"]]
-        params = _identify(name, _combos(r.get("params") or [])) or [("", None)]
+        params = identify(name, _combos(r.get("params") or [])) or [("", None)]
         samples = r.get("samples") or [None] * len(values)
         for k, value in enumerate(values):
             s = samples[k] if k < len(samples) else None
