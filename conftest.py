@@ -1,13 +1,9 @@
-"""Root conftest: before any test imports huggingface_hub or Triton, importing mlpbench sets
-HF_HUB_OFFLINE (mlpbench/__init__.py), and without a GPU Triton's interpreter is switched on (as
-mlpbench/workloads.py does when a case is built), so Triton kernels can be checked on a CPU."""
+"""Root conftest: the process-wide settings (mlpbench/environment.py) before any test imports torch,
+huggingface_hub or a Triton kernel, so tests reach no network and check Triton kernels on a CPU."""
 
-import os
+from mlpbench import environment
 
-import mlpbench  # noqa: F401
-import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+environment.prepare()
+environment.interpret_triton_without_gpu()
 
 pytest_plugins = ["mlpbench.pytest_plugin"]

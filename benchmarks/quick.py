@@ -1,12 +1,6 @@
-r"""ASV benchmarks, quick family: CPU-sized shapes (registry tier quick): the suite's CPU runs, and CI.
+r"""ASV benchmarks of the quick tier (CPU-sized shapes: CPU runs and CI), generated from the case
+registry by mlpbench.asv_suite; select with `asv run --bench '^quick\.'`."""
 
-Generated from the case registry by mlpbench.asv_suite; select with `asv run --bench '^quick\.'`.
-"""
+from mlpbench.asv_suite import classes, results_beside
 
-from pathlib import Path
-
-from mlpbench.asv_suite import family
-
-# Compiled cases' codegen records go to results/codegen/ beside ASV's results/asv/ (asv.conf.json's
-# results_dir), found from this file: ASV tells benchmark processes nothing of where that is.
-globals().update(family("quick", results=Path(__file__).resolve().parent.parent / "results"))
+globals().update(classes("quick", results=results_beside(__file__)))

@@ -20,8 +20,8 @@ def tier_ok(tier: str) -> bool:
 def command(args) -> tuple[list[str], str, str] | int:
     """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
     machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as
-    an existing environment, the commit hash (ASV records nothing in one without it), the tier as a
-    --bench expression, and the machine's registration (mlpbench.asv_machine)."""
+    an existing environment, the commit hash (ASV records nothing in one without it), the tier's family
+    as --bench (asv_tiers.bench), and the machine's registration (mlpbench.asv_machine)."""
     import subprocess
 
     from .asv_machine import register
@@ -36,9 +36,9 @@ def command(args) -> tuple[list[str], str, str] | int:
         print(f"mlpbench: error: {args.repo} is not a git checkout; ASV records results under a commit hash",
               file=sys.stderr)
         return 2
-    from .asv_suite import tier_regex
+    from .asv_tiers import bench as tier_bench
 
     machine = register(args.machine)["machine"]
-    bench = args.bench or tier_regex(args.tier or ("standard" if default_device() == "cuda" else "quick"))
+    bench = args.bench or tier_bench(args.tier or ("standard" if default_device() == "cuda" else "quick"))
     return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
             "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine

@@ -37,7 +37,7 @@ def run(args) -> int:
                     print(f"no regression over the last {args.last} commits with readable results")
                 return 1 if steps else 0
             base_points = gate.load(args.base_results) if args.base_results else None
-            # results/codegen/ sits beside results/asv/ (asv_suite.measure_case writes it there)
+            # results/codegen/ sits beside results/asv/ (asv_measure.measure_case writes it there)
             verdicts = gate.compare(points, args.base, args.head, args.machine, threshold, base_points,
                                     codegen_root=args.results.parent)
         except gate.GateInputError as exc:

@@ -1,5 +1,5 @@
 """`mlpbench`: the command line. It parses and dispatches; each command's work lives in its own module
-(run_suite, check, report and pages, asv_run, nightly, asv_suite's skip_reasons, results_store).
+(run_suite, check, report and pages, asv_run, nightly, asv_skips, results_store).
 `mlpbench COMMAND --help` says what each takes. Exit status: 0 done, 1 a case failed or a regression,
 2 bad input (naming the valid values), 3 a nightly step failed.
 """
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import asv_run, registry
+from . import asv_run, environment, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
     skp = sub.add_parser("skips", help="each ASV benchmark that skips on this machine, with the reason its setup "
                                        "gives (what `asv run` shows as n/a)")
-    skp.add_argument("--bench", help="ASV's own --bench regex (default: every family)")
+    skp.add_argument("--bench", help="ASV's own --bench regex (default: every tier's benchmarks)")
     skp.add_argument("--all", action="store_true", help="also list the benchmarks that run here")
 
     nig = sub.add_parser("nightly", help="CI: record this commit with ASV, publish the report, gate against the previous "
@@ -113,12 +113,13 @@ def _report(args) -> int:
 
     from . import pages
 
-    # report and pages read the same results; neither calls the other
+    # the pages are the report's sections for one machine: one load serves both
     with warnings.catch_warnings():
         warnings.simplefilter("always")
-        paths = report.write(args.results, args.output) if args.output else []
+        data = report.load(args.results)
+        paths = report.write(data, args.output) if args.output else []
         if args.pages:
-            paths += pages.write(args.results, args.pages)
+            paths += pages.write(data, args.pages)
     for path in paths:
         print(path)
     return 0
@@ -155,10 +156,11 @@ def _run(args) -> int:
 def _skips(args) -> int:
     import re
 
-    from . import asv_suite
+    environment.interpret_triton_without_gpu()  # the skips of Triton cases on a CPU depend on it
+    from . import asv_skips, runner
 
     try:
-        rows = list(asv_suite.skip_reasons(bench=args.bench))
+        rows = list(asv_skips.skip_reasons(bench=args.bench))
     except re.error as exc:
         print(f"mlpbench: error: --bench {args.bench!r} is not a regular expression: {exc}", file=sys.stderr)
         return 2
@@ -169,7 +171,7 @@ def _skips(args) -> int:
         if reason or args.all:
             print(f"{name}: {'skipped: ' + reason if reason else 'runs here'}")
     skipped = sum(1 for _, r in rows if r)
-    print(f"{skipped} of {len(rows)} benchmarks skip on this machine ({asv_suite.runner.default_device()})")
+    print(f"{skipped} of {len(rows)} benchmarks skip on this machine ({runner.default_device()})")
     return 0
 
 
@@ -180,6 +182,7 @@ def _store(args) -> int:
 
 
 def main(argv=None) -> int:
+    environment.prepare()  # before any command imports torch or huggingface_hub
     args = _parser().parse_args(argv)
     return {"run": _run, "asv": _asv, "check": _check, "report": _report, "nightly": _nightly,
             "store": _store, "skips": _skips}[args.command](args)

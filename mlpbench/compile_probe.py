@@ -130,6 +130,9 @@ def probe(case_id: str, *, dynamic: bool = False, sequence: bool = False, timeou
 
 
 if __name__ == "__main__":
+    from mlpbench import environment
+
+    environment.prepare()  # inherited from the process that started the probe; a probe run by hand needs it too
     parser = argparse.ArgumentParser(prog="python -m mlpbench.compile_probe")
     parser.add_argument("case_id")
     parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")

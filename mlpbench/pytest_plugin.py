@@ -1,9 +1,10 @@
 """The pytest plugin behind the benchmark suite: case selection options, machine info, outcomes.
 
 Loaded by the repository's conftest.py. Case selection options mirror `mlpbench run`;
-pytest-benchmark's own options work unchanged. `--outcomes PATH` records every case's outcome
-(passed, failed, skipped) with its reason, because pytest-benchmark's JSON holds only what was
-timed.
+pytest-benchmark's own options work unchanged. Every case's outcome (passed, failed, skipped)
+with its reason goes into the `--benchmark-json` document under "outcomes", because pytest-benchmark
+records only what was timed; `--outcomes PATH` writes them to a file of their own as well (a run
+that timed nothing gets no benchmark JSON).
 """
 
 from pathlib import Path
@@ -28,6 +29,14 @@ def pytest_addoption(parser):
                     help="only every N-th selected case, starting at K (one process per GPU; see mlpbench.shards)")
     group.addoption("--outcomes", type=Path, default=None,
                     help="write every case's outcome and reason to this JSON file (atomically)")
+
+
+def pytest_configure(config):
+    # For runs that load the plugin with -p; the repository's conftest.py does this before importing torch.
+    from mlpbench import environment
+
+    environment.prepare()
+    environment.interpret_triton_without_gpu()
 
 
 _OUTCOMES: dict[str, dict] = {}
@@ -62,6 +71,10 @@ def pytest_sessionfinish(session):
         from mlpbench.atomic import write_json
 
         write_json(path, {"outcomes": list(_OUTCOMES.values())})
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    output_json["outcomes"] = list(_OUTCOMES.values())
 
 
 def selected_tier(config) -> str:

@@ -1,4 +1,4 @@
-"""The one registry of benchmark cases: every op module's shapes × variants × dtypes, and tiers.
+"""The one registry of benchmark cases: every op module's shapes × variants × dtypes, and their tiers.
 
 Everything that runs or reads benchmarks (the pytest-benchmark suite, the ASV classes, the CLI, the
 report, the gate) asks this module for its cases; none keeps a list of its own. What an op is lives
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ops import DTYPES, EVERY_TIER, HALF, ROLES, TIERS, Op, Shape, Variant, dims_id, discover
+from .ops import DTYPES, HALF, ROLES, TIERS, Op, Shape, Variant, dims_id, discover
 
-__all__ = ["DTYPES", "EVERY_TIER", "HALF", "TIERS", "OPS", "SHAPES", "Case", "Op", "Shape", "Variant",
+__all__ = ["DTYPES", "HALF", "TIERS", "OPS", "SHAPES", "Case", "Op", "Shape", "Variant",
            "SelectionError", "all_cases", "all_variants", "select", "case_by_id", "case_id", "sequence_id", "dims_id",
            "class_name", "variant_of"]
 
@@ -78,7 +78,7 @@ def all_variants() -> tuple[str, ...]:
 
 
 def select(tier: str = "quick", ops=None, variants=None, dtypes=None, shapes=None) -> list[Case]:
-    """Cases of `tier`, filtered by op, variant, dtype and shape id.
+    """Cases of `tier` (those whose shape lists it), filtered by op, variant, dtype and shape id.
 
     Raises SelectionError naming any value the registry does not know, with the valid ones.
     """

@@ -81,7 +81,7 @@ def _variant_compiles(op: str, variant: str) -> bool:
 def _subjects() -> dict[str, Subject]:
     """Every id an ASV parameter can hold: registry case ids, and the changing-shapes runs' ids
     (per op with changing_shapes: each variant but the baseline at a shape's dims without the token
-    count, compiler variants also with dynamic=True; as asv_suite.sequences makes them)."""
+    count, compiler variants also with dynamic=True; as asv_compile.sequences makes them)."""
     out = {c.id: Subject(c.op, c.variant, c.dtype, c.shape.id, _variant_compiles(c.op, c.variant))
            for c in registry.all_cases()}
     for op in registry.OPS.values():

@@ -8,18 +8,13 @@ means the variant computed something else, not that the inputs differed.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
+from . import environment
 from .registry import OPS, Case
-
-# Triton decides when a kernel is decorated whether @triton.jit means "interpret": set before any
-# kernel module (ours, Liger's) is imported, which happens when a case is built.
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -102,6 +97,8 @@ def check(workload: Workload, seed: int = 1234) -> float:
 
 def build(case: Case, device: str, **options) -> Workload:
     """The case's workload, built by its op; `options` go to the variant (`dynamic=True`: compile probes)."""
+    # Kernel modules are imported only here, while a case is built: Triton's interpreter goes on first.
+    environment.interpret_triton_without_gpu()
     op = OPS[case.op]
     variant = op.variant(case.variant)
     return op.build(case, device, lambda base: variant.make(base, device, **options))

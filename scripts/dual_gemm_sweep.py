@@ -1,7 +1,7 @@
 """Tile sweep for kernels_local/gated_dual_gemm on a GPU: which launch configuration to put in its
 CONFIGS table, and from how many tokens the fused kernel pays (MIN_FUSED_TOKENS).
 
-    python3 scripts/dual_gemm_sweep.py --output results/logs/<dir>/dual-gemm-sweep.json
+    python3 scripts/dual_gemm_sweep.py --output studies/<name>/dual-gemm-sweep.json
 
 Every candidate is first checked against float64 (as the suite checks every case), then timed by
 CUDA-graph replay with the suite's own timer (mlpbench.timing.device_time), beside the unfused
@@ -17,7 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+from mlpbench import environment
+
+environment.prepare()  # before torch and huggingface_hub read it
+
+import torch  # noqa: E402
 import torch.nn.functional as F
 
 from mlpbench import sources, timing

@@ -12,44 +12,41 @@ from pathlib import Path
 import pytest
 from project_copy import ROOT, git, project_repo
 
-from mlpbench import asv_machine, asv_suite, registry
+from mlpbench import asv_classes, asv_compile, asv_machine, asv_measure, asv_suite, asv_tiers, registry
 
-FAMILIES = {name: asv_suite.family(name) for name in asv_suite.FAMILIES}
+# ASV's benchmark families are the tiers: benchmarks/<tier>.py holds asv_suite.classes(tier).
+BY_TIER = {tier: asv_suite.classes(tier) for tier in registry.TIERS}
 
 
 def _param_names() -> list[tuple[str, str]]:
-    """(family, 'family.Class.bench(params)') for every benchmark combination, as ASV's --bench sees them."""
+    """(tier, 'tier.Class.bench(params)') for every benchmark combination, as ASV's --bench sees them."""
     out = []
-    for fam, classes in FAMILIES.items():
+    for tier, classes in BY_TIER.items():
         for cls_name, cls in classes.items():
             for bench in [b for b in dir(cls) if b.startswith("track_")]:
                 for combo in itertools.product(*cls.params):
-                    out.append((fam, f"{fam}.{cls_name}.{bench}({', '.join(repr(v) for v in combo)})"))
+                    out.append((tier, f"{tier}.{cls_name}.{bench}({', '.join(repr(v) for v in combo)})"))
     return out
 
 
-def test_op_classes_have_variant_dtype_shape_axes_and_every_case_is_in_exactly_one():
-    seen = []
-    for fam, classes in FAMILIES.items():
+def test_op_classes_have_variant_dtype_shape_axes_and_a_tier_holds_the_shapes_that_list_it():
+    for tier, classes in BY_TIER.items():
         for op in registry.OPS:
             name = registry.class_name(op)
+            tier_shapes = [s.id for s in registry.OPS[op].shapes if tier in s.tiers]
             if f"{name}Device" not in classes:
-                assert not asv_suite.shapes(fam, op)
+                assert not tier_shapes
                 continue
             for kind in ("Device", "Host"):
                 cls = classes[f"{name}{kind}"]
                 assert cls.param_names == ["variant", "dtype", "shape"]
-                assert cls.params == [list(registry.OPS[op].variant_names), list(registry.DTYPES),
-                                      [s.id for s in asv_suite.shapes(fam, op)]]
-                assert cls.version == asv_suite.VERSION
-            seen += [f"{op}/{v}/{d}/{s}" for v, d, s in itertools.product(*classes[f"{name}Device"].params)]
-    case_ids = [c.id for c in registry.all_cases()]
-    assert set(case_ids) <= set(seen) and len(set(seen)) == len(seen)
+                assert cls.params == [list(registry.OPS[op].variant_names), list(registry.DTYPES), tier_shapes]
+                assert cls.version == asv_classes.VERSION
 
 
 @pytest.mark.parametrize("tier", registry.TIERS)
-def test_a_tier_is_an_asv_bench_expression_that_selects_exactly_its_cases(tier):
-    regex = asv_suite.tier_regex(tier)
+def test_a_tiers_family_is_the_asv_bench_expression_that_selects_exactly_its_cases(tier):
+    regex = asv_tiers.bench(tier)
     picked = set()
     for _, name in _param_names():
         if re.search(regex, name) and (m := re.match(r"\w+\.(\w+)(Device|Host)\.\w+\('(\w+)', '(\w+)', '([\w-]+)'\)$", name)):
@@ -59,21 +56,44 @@ def test_a_tier_is_an_asv_bench_expression_that_selects_exactly_its_cases(tier):
     assert wanted <= picked
     # The cartesian axes hold combinations that are not cases (they skip); no other case is picked.
     assert {i for i in picked if i in {c.id for c in registry.all_cases()}} == wanted
+    assert {fam for fam, name in _param_names() if re.search(regex, name)} == {tier}
+    with pytest.raises(registry.SelectionError, match="unknown tier 'large'"):
+        asv_tiers.bench("large")
+
+
+def test_the_recorded_history_names_benchmarks_that_still_exist():
+    # The gate compares a benchmark by name, parameters and version: every benchmark the published
+    # history holds at this version must still be measured under its name, or its series would end
+    # without a version bump saying so. The fixture lists those names and parameters (no measurements);
+    # add to it when a machine's history gains benchmarks.
+    history = json.loads((Path(__file__).parent / "fixtures" / "history_benchmarks.json").read_text())
+    assert history
+    for name, old_params in history.items():
+        tier, cls_name, method = name.split(".")
+        cls = BY_TIER[tier][cls_name]
+        assert hasattr(cls, method), name
+        params = [[repr(v) for v in axis] for axis in cls.params]
+        assert all(set(old) <= set(new) for old, new in zip(old_params, params)), name
+
+
+def test_the_benchmark_modules_are_the_tiers():
+    assert sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem not in ("__init__", "test_cases")) \
+        == sorted(registry.TIERS)
 
 
 def test_the_benchmark_set_does_not_depend_on_the_environment(monkeypatch):
     monkeypatch.setenv("MLPBENCH_TIER", "full")
     monkeypatch.setenv("MLPBENCH_CASES", "gelu_mul/eager/*")
-    again = {name: asv_suite.family(name) for name in asv_suite.FAMILIES}
+    again = {tier: asv_suite.classes(tier) for tier in registry.TIERS}
     assert {f: {c: v.params for c, v in cls.items()} for f, cls in again.items()} == \
-        {f: {c: v.params for c, v in cls.items()} for f, cls in FAMILIES.items()}
+        {f: {c: v.params for c, v in cls.items()} for f, cls in BY_TIER.items()}
 
 
 def test_combinations_that_are_not_cases_or_cannot_run_here_skip_in_setup_with_the_reason():
-    mlp = FAMILIES["standard"]["MlpDevice"]
+    mlp = BY_TIER["standard"]["MlpDevice"]
     with pytest.raises(NotImplementedError, match="measured in bf16, fp16 only"):
         mlp().setup({}, "eager", "fp32", "t8192-d4096-h14336")
-    host = FAMILIES["standard"]["MlpHost"]
+    host = BY_TIER["standard"]["MlpHost"]
     reason = "shape t8192-d768-h3072 is GPU-sized"
     with pytest.raises(NotImplementedError, match=reason):
         host().setup({"mlp/eager/bf16/t8192-d768-h3072": {"skip": reason}}, "eager", "bf16", "t8192-d768-h3072")
@@ -84,19 +104,19 @@ def test_combinations_that_are_not_cases_or_cannot_run_here_skip_in_setup_with_t
         host().setup({"mlp/ours/bf16/t8192-d768-h3072": {"error": "CorrectnessError: 0.3 > 1e-2"}}, "ours", "bf16",
                      "t8192-d768-h3072")
     case = registry.case_by_id("mlp/eager/bf16/t8192-d768-h3072")
-    assert "GPU-sized" in asv_suite.reason_not_here(case, "cpu")
-    assert asv_suite.reason_not_here(case, "cuda") is None
+    assert "GPU-sized" in asv_tiers.reason_not_here(case, "cpu")
+    assert asv_tiers.reason_not_here(case, "cuda") is None
 
 
 def test_the_classes_of_an_op_share_one_measurement_and_nothing_else_does():
     # ASV runs a setup_cache once per key (module and first line) and hands the result to every class
-    # with that key: the Device, Host and Codegen classes of one family and op must share it, no others.
+    # with that key: the Device, Host and Codegen classes of one tier and op must share it, no others.
     from asv_runner.benchmarks._base import get_setup_cache_key
 
     keys = {}
-    for fam, classes in FAMILIES.items():
+    for tier, classes in BY_TIER.items():
         for cls_name, cls in classes.items():
-            keys.setdefault(get_setup_cache_key(cls.setup_cache), []).append(f"{fam}.{cls_name}")
+            keys.setdefault(get_setup_cache_key(cls.setup_cache), []).append(f"{tier}.{cls_name}")
     for owners in keys.values():
         stems = {o.removesuffix("Device").removesuffix("Host").removesuffix("Codegen") for o in owners}
         assert len(stems) == 1 and len(owners) <= 3, owners
@@ -110,18 +130,18 @@ def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
             raise RuntimeError("compile error")
         return {"value": 1.0}
 
-    out = asv_suite._each(["skipped", "broken", "fine"], "test", measure)
+    out = asv_measure.each(["skipped", "broken", "fine"], "test", measure)
     assert out == {"skipped": {"skip": "needs a GPU"}, "broken": {"error": "RuntimeError: compile error"},
                    "fine": {"value": 1.0}}
     with pytest.raises(NotImplementedError, match="needs a GPU"):
-        asv_suite._entry(out, "skipped")
+        asv_measure.entry(out, "skipped")
 
 
 def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkeypatch):
-    monkeypatch.setattr(asv_suite, "probe", lambda case_id, dynamic=False, sequence=False: {
+    monkeypatch.setattr(asv_compile, "probe", lambda case_id, dynamic=False, sequence=False: {
         "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "total_s": 3.0})
-    monkeypatch.setattr(asv_suite, "_probe_here", lambda case: None)
-    classes = asv_suite.compile_classes("standard")
+    monkeypatch.setattr(asv_compile, "_probe_here", lambda case: None)
+    classes = asv_compile.compile_classes("standard")
     static, dynamic = classes["CompileTime"], classes["CompileTimeDynamic"]
     # one per op that asks for its compile to be timed; the SwiGLU ops' graphs are the GeGLU ones' with SiLU
     # (then max-autotune's, after the default compiler's, so that existing ids keep their place)
@@ -129,7 +149,7 @@ def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkey
         "linear/compiled/bf16/t1024-i32-o64", "mlp/compiled/bf16/t8192-d768-h3072", "gelu_mul/compiled/bf16/t333-h3000",
         "gelu_mul_train/compiled/bf16/t8192-h3072", "mlp/maxautotune/bf16/t8192-d768-h3072",
         "gelu_mul/maxautotune/bf16/t8192-h3072"]
-    assert list(asv_suite.sequences("standard")) == ["mlp/compiled/bf16/d768-h3072", "mlp/compiled-dynamic/bf16/d768-h3072",
+    assert list(asv_compile.sequences("standard")) == ["mlp/compiled/bf16/d768-h3072", "mlp/compiled-dynamic/bf16/d768-h3072",
                                                   "mlp/liger/bf16/d768-h3072", "mlp/ours/bf16/d768-h3072",
                                                   "mlp/dualgemm/bf16/d768-h3072"]
     (mlp,) = dynamic.params[0]
@@ -140,7 +160,9 @@ def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkey
     for cls in classes.values():
         with pytest.raises(NotImplementedError, match="needs a GPU"):
             cls.setup(cls(), {"x": {"skip": "needs a GPU"}}, "x")
-    assert asv_suite.compile_classes("large") == {}
+    # full is standard plus the largest shapes: its probes are standard's; quick's run on a CPU, in fp32
+    assert asv_compile.probe_cases("full") == asv_compile.probe_cases("standard")
+    assert {c.dtype for c in asv_compile.probe_cases("quick")} == {"fp32"}
 
 
 def test_machine_entry_splits_series_on_the_stack_not_on_the_host(tmp_path, monkeypatch):
@@ -209,7 +231,7 @@ def test_asv_run_in_an_existing_environment_records_the_commit(tmp_path):
     doc = json.loads(result_file.read_text())
     assert doc["commit_hash"] == head and doc["params"]["machine"] == machine
     row = dict(zip(doc["result_columns"], doc["results"]["standard.LinearHost.track_host_time"]))
-    assert row["version"] == asv_suite.VERSION
+    assert row["version"] == asv_classes.VERSION
     values = dict(zip(itertools.product(*row["params"]), row["result"]))
     median = values[("'eager'", "'fp32'", "'t1024-i32-o64'")]
     assert 0 < median < 1
@@ -256,7 +278,7 @@ def test_plain_asv_run_in_a_virtualenv_it_makes_runs_our_kernel_from_the_install
 
 
 def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
-    # ASV passes no ASV_CONF_DIR to benchmark processes: the family module ASV imports names the
+    # ASV passes no ASV_CONF_DIR to benchmark processes: the tier's module ASV imports names the
     # results root itself, and it must be the parent of asv.conf.json's results_dir (where the gate
     # looks for results/codegen/).
     conf = json.loads("\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines()
@@ -267,4 +289,4 @@ def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert Path(proc.stdout.strip()) == (ROOT / conf["results_dir"]).parent
-    assert FAMILIES["quick"]["SiluMulHost"].results_root is None  # classes built in a test write nowhere
+    assert BY_TIER["quick"]["SiluMulHost"].results_root is None  # classes built in a test write nowhere

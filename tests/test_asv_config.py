@@ -8,7 +8,7 @@ import re
 import pytest
 from project_copy import ROOT
 
-from mlpbench import asv_machine, asv_suite, cli, gate, registry, runner
+from mlpbench import asv_machine, asv_measure, asv_suite, asv_tiers, cli, gate, registry, runner
 from mlpbench.record import METRICS
 
 
@@ -79,7 +79,7 @@ def test_an_environment_whose_torch_is_not_the_one_its_name_says_fails(env_name,
 def test_a_benchmark_process_refuses_a_torch_its_environment_does_not_name(monkeypatch):
     monkeypatch.setenv("ASV_ENV_NAME", "virtualenv-py3.11-torch1.0.0")
     with pytest.raises(asv_machine.EnvironmentMismatch, match="promises torch 1.0.0"):
-        asv_suite.family("quick")
+        asv_suite.classes("quick")
 
 
 def test_running_versions_name_the_python_not_its_path():
@@ -92,14 +92,14 @@ def test_running_versions_name_the_python_not_its_path():
 
 def test_mlpbench_cases_narrows_what_a_setup_cache_measures(monkeypatch):
     ids = ["mlp/eager/bf16/t1", "mlp/ours/bf16/t1", "gelu_mul/eager/bf16/t1"]
-    assert asv_suite.selected(ids) == ids
+    assert asv_tiers.selected(ids) == ids
     monkeypatch.setenv("MLPBENCH_CASES", r"^mlp/\w+/bf16/")
-    assert asv_suite.selected(ids) == ids[:2]
+    assert asv_tiers.selected(ids) == ids[:2]
     with pytest.raises(NotImplementedError, match="does not select it"):
-        asv_suite._entry({}, "gelu_mul/eager/bf16/t1")
+        asv_measure.entry({}, "gelu_mul/eager/bf16/t1")
     monkeypatch.setenv("MLPBENCH_CASES", "mlp/(")
     with pytest.raises(registry.SelectionError, match=re.escape("MLPBENCH_CASES='mlp/('")):
-        asv_suite.selected(ids)
+        asv_tiers.selected(ids)
 
 
 def test_skips_lists_each_skipped_benchmark_with_the_reason_its_setup_gives(capsys):
@@ -121,7 +121,7 @@ def test_skips_lists_each_skipped_benchmark_with_the_reason_its_setup_gives(caps
 
 def test_skips_agree_with_setup_on_what_a_setup_cache_recorded():
     # The dry cache stands for what setup_cache records: a case skipped while measuring says the same.
-    cls = asv_suite.family("quick")["SiluMulHost"]
+    cls = asv_suite.classes("quick")["SiluMulHost"]
     dry = cls.dry_cache()
     for case_id, entry in dry.items():
         _, variant, dtype, shape = case_id.split("/")

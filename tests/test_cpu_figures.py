@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlpbench import asv_suite, runner, tables
+from mlpbench import asv_measure, runner, tables
 
 # On a GPU the thread count is left as it is (runner.measuring_threads): these check the CPU's rule.
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU run; this machine has a GPU")
@@ -120,7 +120,7 @@ def test_the_thread_bound_is_applied_on_a_cpu_and_put_back(monkeypatch):
 @cpu_only
 def test_an_asv_measurement_records_its_thread_count_and_leaves_the_setting_alone():
     before = torch.get_num_threads()
-    info = asv_suite.measure_case(CASE)
+    info = asv_measure.measure_case(CASE)
     assert torch.get_num_threads() == before
     assert info["threads"] == runner.cpu_threads()
     assert f"intra-op threads: {runner.cpu_threads()};" in info["timing_method"]

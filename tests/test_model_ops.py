@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mlpbench import asv_suite, registry, runner
+from mlpbench import asv_suite, asv_tiers, registry, runner
 from mlpbench.ops import _model, gemma_model, llama_model
 
 MODEL_OPS = {"llama_model": llama_model, "gemma_model": gemma_model}
@@ -17,7 +17,7 @@ EAGER_VARIANTS = ("eager", "ours", "dualgemm")
 
 
 def quick_shape(op: str) -> registry.Shape:
-    (shape,) = [s for s in registry.OPS[op].shapes if s.tier == "quick"]
+    (shape,) = [s for s in registry.OPS[op].shapes if "quick" in s.tiers]
     return shape
 
 
@@ -49,9 +49,9 @@ def test_the_ops_have_the_asked_for_shapes_variants_and_dtypes():
         assert {f"{op}/{v}/bf16/{s}" for v in variants for s in (prefill, decode)} == {i for i in std if i.startswith(op)}
         quick = {c.id for c in registry.select("quick", ops=[op])}
         assert quick == {f"{op}/{v}/{dt}/{quick_shape(op).id}" for v in EAGER_VARIANTS for dt in ("fp32", "bf16")}
-    # ASV classes of both families, generated from the registry like every op's
-    for family, kinds in (("quick", ("Device", "Host")), ("standard", ("Device", "Host", "Codegen"))):
-        classes = asv_suite.family(family)
+    # ASV classes of the tiers' families, generated from the registry like every op's
+    for tier, kinds in (("quick", ("Device", "Host")), ("standard", ("Device", "Host", "Codegen"))):
+        classes = asv_suite.classes(tier)
         assert {f"{name}{k}" for name in ("LlamaModel", "GemmaModel") for k in kinds} <= set(classes)
 
 
@@ -154,7 +154,7 @@ def test_without_transformers_every_model_case_skips_with_the_reason(monkeypatch
         reasons = {runner.skip_reason(c, device) for c in cases}
         assert reasons == {"transformers is not installed (pip install transformers)"}
     quick = registry.select("quick", ops=list(MODEL_OPS))
-    assert {asv_suite.reason_not_here(c, "cpu") for c in quick} == {"transformers is not installed (pip install transformers)"}
+    assert {asv_tiers.reason_not_here(c, "cpu") for c in quick} == {"transformers is not installed (pip install transformers)"}
 
 
 def test_the_registry_and_the_op_modules_import_no_transformers():
@@ -180,7 +180,7 @@ def test_the_standard_shapes_are_the_asked_for_model_dims():
         model = MODEL_OPS[op].MODEL
         g = model.geometry_of({"d": d})
         assert (g.heads, g.kv_heads, g.head_dim) == (heads, kv, head_dim)
-        assert all(s.as_dict()["l"] == 2 and s.as_dict()["h"] == h for s in registry.OPS[op].shapes if s.tier == "standard")
+        assert all(s.as_dict()["l"] == 2 and s.as_dict()["h"] == h for s in registry.OPS[op].shapes if "standard" in s.tiers)
         assert m.counts(model, {"d": d, "h": h})["head"] < m.counts(model, {"d": d, "h": h})["mlp"] * 2 / 10
     assert dict(llama_model.MODEL.config)["rope_theta"] == 500000.0 and dict(llama_model.MODEL.config)["rms_norm_eps"] == 1e-5
     assert dict(gemma_model.MODEL.config)["hidden_act"] == "gelu_pytorch_tanh"

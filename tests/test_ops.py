@@ -1,6 +1,7 @@
 """Ops as modules: each op's module says everything about it, and nothing else names an op or a variant."""
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,12 +65,47 @@ def test_an_op_rejects_shapes_with_the_wrong_dims():
     base = Variant("eager", "baseline", lambda b, d, **_: (b, ""), origin="x")
     with pytest.raises(ValueError, match=r"must give dims \('t', 'h'\)"):
         Op(name="x", what="x", dims=("t", "h"), bound="memory", variants=(base,), rank=0, build=None,
-           shapes=(shape("quick", "a shape with a d it should not have", t=1, d=2),))
+           shapes=(shape(("quick",), "a shape with a d it should not have", t=1, d=2),))
     with pytest.raises(ValueError, match="first the baseline"):
         Op(name="x", what="x", dims=("t",), bound="memory", rank=0, build=None, shapes=(),
            variants=(Variant("ours", "ours", lambda b, d, **_: (b, ""), origin="x"),))
     with pytest.raises(ValueError, match="role 'fast'"):
         Variant("v", "fast", lambda b, d, **_: (b, ""), origin="x")
+
+
+def test_a_shape_lists_its_tiers_and_a_standard_shape_is_a_full_one():
+    assert shape(("quick", "standard", "full"), "a shape in every tier", t=1).tiers == ("quick", "standard", "full")
+    for bad in ("quick", (), ("quick", "quick"), ("large",), ("standard",)):
+        with pytest.raises(ValueError, match="tiers"):
+            shape(bad, "a shape with bad tiers", t=1)
+
+
+def test_importing_mlpbench_leaves_the_environment_alone_and_its_entry_points_prepare_it():
+    # Run in a clean environment: the settings are written by environment.prepare() and
+    # interpret_triton_without_gpu(), which the entry points call, never by an import.
+    code = ("import os, sys; before = dict(os.environ)\n"
+            "import mlpbench, mlpbench.registry, mlpbench.workloads, mlpbench.runner\n"
+            "import mlpbench.asv_suite, mlpbench.asv_skips, mlpbench.cli\n"
+            "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}\n"
+            "assert not changed, changed\n"
+            "from mlpbench import environment\n"
+            "environment.prepare(); environment.interpret_triton_without_gpu()\n"
+            "print(*(os.environ.get(k) for k in sys.argv[1:]))")
+    names = ["PYTORCH_NVML_BASED_CUDA_CHECK", "HF_HUB_OFFLINE", "TRITON_INTERPRET"]
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+    def run(env):
+        proc = subprocess.run([sys.executable, "-c", code, *names], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return dict(zip(names, proc.stdout.split()))
+
+    import torch
+
+    interpret = "None" if torch.cuda.is_available() else "1"
+    assert run(clean) == dict(zip(names, ["1", "1", interpret]))
+    assert run(clean | {"MLPBENCH_HUB": "1"})["HF_HUB_OFFLINE"] == "None"  # the Hub reachable when asked
+    assert run(clean | {"HF_HUB_OFFLINE": "0"})["HF_HUB_OFFLINE"] == "0"  # an explicit value wins
 
 
 def test_reading_the_registry_imports_no_torch():

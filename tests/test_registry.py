@@ -42,6 +42,11 @@ def test_standard_covers_every_op_variant_and_dtype():
             assert got == set(variant.only_dtypes or registry.DTYPES) & declared, (op, variant.name, got)
 
 
+def test_full_is_standard_plus_the_largest_shapes():
+    standard, full = ({c.id for c in registry.select(t)} for t in ("standard", "full"))
+    assert standard < full
+
+
 def test_quick_tier_keeps_compiled_cases_few():
     quick = registry.select("quick")
     # Each compiled case costs 5–40 s of torch.compile on CI's CPU: 12 keeps the test command under 15 min.

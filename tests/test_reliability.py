@@ -136,7 +136,7 @@ def test_bad_settings_exit_2_naming_them(env, args, message):
 
 
 def test_no_network_unless_asked():
-    code = "import os, mlpbench; print(os.environ.get('HF_HUB_OFFLINE'))"
+    code = "import os; from mlpbench import environment; environment.prepare(); print(os.environ.get('HF_HUB_OFFLINE'))"
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "MLPBENCH_HUB")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout.strip()
     assert out == "1"

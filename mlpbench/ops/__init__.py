@@ -25,11 +25,10 @@ ELEMENT_SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes, for readers that do n
 HALF = ("bf16", "fp16")  # for shapes where fp32 GEMMs would cost minutes and say little
 
 # quick: CPU-sized shapes, seconds per case (CI). standard: the nightly GPU set, sized to fit a
-# nightly job. full: standard plus the largest shapes. quick shapes are not in the GPU tiers:
-# at those sizes a GPU measures launch overhead only, which the decode shapes already cover.
+# nightly job. full: standard plus the largest shapes. A shape lists every tier it belongs to; most
+# quick shapes are in no GPU tier, since at their sizes a GPU measures launch overhead only.
+# ASV's benchmark families are these tiers, one module each under benchmarks/ (asv_tiers.py).
 TIERS = ("quick", "standard", "full")
-EVERY_TIER = "quick+"  # a quick shape that is also worth timing on a GPU
-TIER_SETS = {"quick": ("quick",), "standard": ("standard", "full"), "full": ("full",), EVERY_TIER: TIERS}
 
 # How the tables order variants: the baseline first, then compilers, peers' kernels, ours.
 ROLES = ("baseline", "compiler", "peer", "ours")
@@ -45,7 +44,7 @@ def dims_id(dims: dict, without: str | None = None) -> str:
 class Shape:
     op: str
     dims: tuple[tuple[str, int], ...]
-    tier: str  # a key of TIER_SETS
+    tiers: tuple[str, ...]  # the TIERS it belongs to
     why: str
     dtypes: tuple[str, ...] = DTYPES
     # How the inputs lie in memory when not plainly contiguous, e.g. "merged": gate and up are the two
@@ -56,19 +55,18 @@ class Shape:
     def id(self) -> str:
         return "-".join([dims_id(dict(self.dims))] + ([self.layout] if self.layout else []))
 
-    @property
-    def tiers(self) -> tuple[str, ...]:
-        return TIER_SETS[self.tier]
-
     def as_dict(self) -> dict[str, int]:
         return dict(self.dims)
 
 
-def shape(tier: str, why: str, dtypes: tuple[str, ...] = DTYPES, layout: str | None = None, **dims: int) -> Shape:
-    """A shape of the op it is given to (Op fills in the op's name and checks the dims)."""
-    if tier not in TIER_SETS:
-        raise ValueError(f"tier {tier!r} is not one of {', '.join(TIER_SETS)}")
-    return Shape("", tuple(dims.items()), tier, why, tuple(dtypes), layout)
+def shape(tiers: tuple[str, ...], why: str, dtypes: tuple[str, ...] = DTYPES, layout: str | None = None,
+          **dims: int) -> Shape:
+    """A shape of the op it is given to, in the tiers it lists (Op fills in the op's name and checks the dims)."""
+    if isinstance(tiers, str) or not tiers or len(set(tiers)) != len(tiers) or set(tiers) - set(TIERS):
+        raise ValueError(f"tiers {tiers!r}: a tuple of distinct tiers out of {', '.join(TIERS)}")
+    if "standard" in tiers and "full" not in tiers:
+        raise ValueError(f"tiers {tiers!r}: a standard shape is a full one too (full is standard plus the largest)")
+    return Shape("", tuple(dims.items()), tuple(tiers), why, tuple(dtypes), layout)
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ OP = Op(
     rank=40,
     variants=VARIANTS,
     shapes=(
-        shape("quick", "irregular 333 × 3000, CPU-sized", ("fp32",), t=333, h=3000),
-        shape("standard", "the blog's shape 8192 × 3072", t=8192, h=3072),
-        shape("standard", "Llama-3-8B intermediate at 8192 tokens", ("bf16",), t=8192, h=14336),
-        shape("standard", "irregular 1823 × 781, the Triton tutorial's odd shape", t=1823, h=781),
+        shape(("quick",), "irregular 333 × 3000, CPU-sized", ("fp32",), t=333, h=3000),
+        shape(("standard", "full"), "the blog's shape 8192 × 3072", t=8192, h=3072),
+        shape(("standard", "full"), "Llama-3-8B intermediate at 8192 tokens", ("bf16",), t=8192, h=14336),
+        shape(("standard", "full"), "irregular 1823 × 781, the Triton tutorial's odd shape", t=1823, h=781),
     ),
     build=build,
 )

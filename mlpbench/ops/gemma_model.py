@@ -36,15 +36,15 @@ OP = Op(
     # Compiled variants at the GPU shapes only: a model's compile costs the CPU test command too much.
     variants=variants(MODEL, compiled_shapes=(PREFILL, DECODE)),
     shapes=(
-        shape("quick", "a two-layer Gemma at CPU size (Gemma's 1:8 MLP ratio, heads wider than d / heads), "
+        shape(("quick",), "a two-layer Gemma at CPU size (Gemma's 1:8 MLP ratio, heads wider than d / heads), "
               "16 tokens: checks the kernelized model against float64 in CI", ("fp32", "bf16"),
               t=16, d=64, h=512, l=2),
         # bf16 only: how the model is served; fp32 would time GEMMs nobody serves it with, and
         # each dtype costs every compiled variant another model compile.
-        shape("standard", "prefill: 2048 tokens through two layers of Gemma-7B (3072 / 24576, 16 heads of 256, "
-              "gelu_pytorch_tanh); two layers keep each compile to a two-layer graph, and the MLP's share of "
+        shape(("standard", "full"), "prefill: 2048 tokens through two layers of Gemma-7B (3072 / 24576, 16 heads "
+              "of 256, gelu_pytorch_tanh); two layers keep each compile to a two-layer graph, and the MLP's share of "
               "the model is a layer's", ("bf16",), t=2048, d=3072, h=24576, l=2),
-        shape("standard", "decode-sized: one token through the same two layers (no KV cache); weight- and "
+        shape(("standard", "full"), "decode-sized: one token through the same two layers (no KV cache); weight- and "
               "host-bound, where a graph break or a slow launch shows", ("bf16",), t=1, d=3072, h=24576, l=2),
     ),
     build=functools.partial(workload, model=MODEL),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import HALF, EVERY_TIER, Op, shape
+from . import HALF, Op, shape
 from ._kinds import compiled, eager
 
 
@@ -41,9 +41,12 @@ OP = Op(
     rank=0,
     variants=(eager(), compiled()),
     shapes=(
-        shape(EVERY_TIER, "the blog's nn.Linear example (--batch 1024 --in_dim 32 --out_dim 64)", t=1024, i=32, o=64),
-        shape("standard", "a model-sized projection (Llama-3-8B attention output)", HALF, t=8192, i=4096, o=4096),
-        shape("standard", "decode: one token through a 4096×4096 projection; host-bound", HALF, t=1, i=4096, o=4096),
+        shape(("quick", "standard", "full"), "the blog's nn.Linear example (--batch 1024 --in_dim 32 --out_dim 64)",
+              t=1024, i=32, o=64),
+        shape(("standard", "full"), "a model-sized projection (Llama-3-8B attention output)", HALF,
+              t=8192, i=4096, o=4096),
+        shape(("standard", "full"), "decode: one token through a 4096×4096 projection; host-bound", HALF,
+              t=1, i=4096, o=4096),
     ),
     build=build,
 )

@@ -36,15 +36,15 @@ OP = Op(
     # Compiled variants at the GPU shapes only: a model's compile costs the CPU test command too much.
     variants=variants(MODEL, compiled_shapes=(PREFILL, DECODE)),
     shapes=(
-        shape("quick", "a two-layer Llama at CPU size (Llama-3's 1:3.5 MLP ratio, grouped KV heads), "
+        shape(("quick",), "a two-layer Llama at CPU size (Llama-3's 1:3.5 MLP ratio, grouped KV heads), "
               "16 tokens: checks the kernelized model against float64 in CI", ("fp32", "bf16"),
               t=16, d=64, h=224, l=2),
         # bf16 only: how the model is served; fp32 would time GEMMs nobody serves it with, and
         # each dtype costs every compiled variant another model compile.
-        shape("standard", "prefill: 2048 tokens through two layers of Llama-3-8B (4096 / 14336, 32 heads, 8 KV "
-              "heads, rope_theta 500000); two layers keep each compile to a two-layer graph, and the MLP's "
-              "share of the model is a layer's", ("bf16",), t=2048, d=4096, h=14336, l=2),
-        shape("standard", "decode-sized: one token through the same two layers (no KV cache); weight- and "
+        shape(("standard", "full"), "prefill: 2048 tokens through two layers of Llama-3-8B (4096 / 14336, 32 "
+              "heads, 8 KV heads, rope_theta 500000); two layers keep each compile to a two-layer graph, and the "
+              "MLP's share of the model is a layer's", ("bf16",), t=2048, d=4096, h=14336, l=2),
+        shape(("standard", "full"), "decode-sized: one token through the same two layers (no KV cache); weight- and "
               "host-bound, where a graph break or a slow launch shows", ("bf16",), t=1, d=4096, h=14336, l=2),
     ),
     build=functools.partial(workload, model=MODEL),

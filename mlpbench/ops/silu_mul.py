@@ -28,11 +28,12 @@ OP = Op(
         ours(our_function(KERNEL_REPO, "silu_mul"), KERNEL_REPO),
     ),
     shapes=(
-        shape("quick", "the quick SwiGLU MLP's intermediate, CPU-sized", ("fp32",), t=64, h=448),
-        shape("standard", "irregular: 333 × 3000 (not a multiple of 128)", t=333, h=3000),
-        shape("standard", "Llama-3-8B / Mistral-7B intermediate at 8192 tokens (705 MB in bf16)", t=8192, h=14336),
-        shape("standard", "Qwen2.5-7B intermediate at 4096 tokens", t=4096, h=18944),
-        shape("standard", "decode: one token, Llama-3-8B hidden; launch-bound", t=1, h=14336),
+        shape(("quick",), "the quick SwiGLU MLP's intermediate, CPU-sized", ("fp32",), t=64, h=448),
+        shape(("standard", "full"), "irregular: 333 × 3000 (not a multiple of 128)", t=333, h=3000),
+        shape(("standard", "full"), "Llama-3-8B / Mistral-7B intermediate at 8192 tokens (705 MB in bf16)",
+              t=8192, h=14336),
+        shape(("standard", "full"), "Qwen2.5-7B intermediate at 4096 tokens", t=4096, h=18944),
+        shape(("standard", "full"), "decode: one token, Llama-3-8B hidden; launch-bound", t=1, h=14336),
     ),
     build=functools.partial(step_workload, activation=ACTIVATION),
     probe_compile=False,  # the same Inductor pointwise kernel as gelu_mul's, whose compile is timed

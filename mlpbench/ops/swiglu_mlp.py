@@ -27,13 +27,13 @@ OP = Op(
     ),
     shapes=(
         # fp32 only: each compiled case costs 10–40 s of CI on a CPU.
-        shape("quick", "a SwiGLU MLP at CPU size (Llama's 1:3.5 hidden ratio)", ("fp32",), t=64, d=128, h=448),
-        shape("standard", "Llama-3-8B and Mistral-7B MLP dims (both 4096 / 14336) at 8192 tokens", HALF,
+        shape(("quick",), "a SwiGLU MLP at CPU size (Llama's 1:3.5 hidden ratio)", ("fp32",), t=64, d=128, h=448),
+        shape(("standard", "full"), "Llama-3-8B and Mistral-7B MLP dims (both 4096 / 14336) at 8192 tokens", HALF,
               t=8192, d=4096, h=14336),
-        shape("standard", "Qwen2.5-7B MLP dims (3584 / 18944) at 4096 tokens", HALF, t=4096, d=3584, h=18944),
-        shape("standard", "decode: one token through Llama-3-8B's MLP; host- and weight-bound", HALF,
+        shape(("standard", "full"), "Qwen2.5-7B MLP dims (3584 / 18944) at 4096 tokens", HALF, t=4096, d=3584, h=18944),
+        shape(("standard", "full"), "decode: one token through Llama-3-8B's MLP; host- and weight-bound", HALF,
               t=1, d=4096, h=14336),
-        shape("standard", "irregular: 333 tokens, hidden 3000 (not a multiple of 128)", t=333, d=768, h=3000),
+        shape(("standard", "full"), "irregular: 333 tokens, hidden 3000 (not a multiple of 128)", t=333, d=768, h=3000),
     ),
     build=functools.partial(mlp_workload, layer_name=LAYER, activation=ACTIVATION),
     # Its compile tax is the GeGLU MLP's: the same graph with SiLU in place of GeLU.

@@ -1,13 +1,15 @@
 """Graph count of each model variant under Dynamo at the standard dims (GPU), and the errors."""
-import sys, time, torch, copy
-import mlpbench
+import sys, time, copy
+from mlpbench import environment
+environment.prepare()
+import torch
 from mlpbench import sources
 from mlpbench.ops import llama_model, gemma_model, _model
 from mlpbench.ops._gated import DUAL_GEMM_REPO
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 for op in (llama_model, gemma_model):
     M = op.MODEL
-    dims = [s for s in op.OP.shapes if s.tier == "standard"][1].as_dict()
+    dims = [s for s in op.OP.shapes if "standard" in s.tiers][1].as_dict()
     torch.manual_seed(0)
     with torch.device(dev):
         lm = M.classes()[0](M.config_for(dims))

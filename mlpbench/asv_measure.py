@@ -1,0 +1,81 @@
+"""What an ASV setup_cache does: measure each case once, in one process, and hand `setup` an entry per case.
+
+Building and compiling a case costs far more than measuring it, and ASV starts a process for every
+parameter combination of every benchmark, so one setup_cache measures every case of a class. An
+entry is the case's record fields, {"skip": reason} (its setup raises NotImplementedError, ASV's
+skip) or {"error": ...} (the case failed, a CorrectnessError included: recorded as failed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import codegen_record, registry, runner, timing
+from .asv_tiers import CASES_ENV, reason_not_here
+
+
+def each(ids: list[str], label: str, measure) -> dict:
+    """`measure(id)` for every id, as a setup_cache returns it: a case that cannot run maps to
+    {"skip": reason} (it raised NotImplementedError), one that failed to {"error": ...}, and the
+    other cases still run. Progress goes to stderr (`asv run --show-stderr`)."""
+    out = {}
+    for k, i in enumerate(ids, 1):
+        t0 = time.perf_counter()
+        try:
+            out[i] = measure(i)
+            what = "measured"
+        except NotImplementedError as exc:
+            out[i] = {"skip": str(exc)}
+            what = f"skipped ({exc})"
+        except Exception as exc:  # noqa: BLE001 - recorded per case; the other cases still run
+            out[i] = {"error": f"{type(exc).__name__}: {exc}"}
+            what = f"FAILED ({out[i]['error']})"
+        finally:
+            runner.release_memory()  # free each case's GPU memory before the next
+        print(f"[{label} {k}/{len(ids)}] {i}: {what}, {time.perf_counter() - t0:.2f} s",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def measure_case(case_id: str, results: Path | None = None) -> dict:
+    """Everything the op classes report for one case, after its float64 check. A compiled case's
+    codegen record goes under `results` (the results root, the folder holding asv/; None: nowhere)."""
+    case = registry.case_by_id(case_id)
+    device = runner.default_device()
+    reason = reason_not_here(case, device)
+    if reason:
+        raise NotImplementedError(reason)
+    with runner.measuring_threads(device):
+        p = runner.prepare(case, device)  # raises CorrectnessError: recorded as failed, never timed
+        reason = runner.timing_skip_reason(case, device)
+        if reason:
+            raise NotImplementedError(reason)
+        record = runner.describe(p, None).set(**runner.device_metrics(p), **runner.back_to_back_metrics(p),
+                                              **runner.structure(p))
+        # A tenth of a second of single calls (at least ten): host time is reported, not gated, on a GPU,
+        # and a nightly of ~270 cases must leave time for the compile benchmarks.
+        record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
+                                                                min_samples=10))
+    if record.codegen_fingerprint is not None and results is not None:
+        # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
+        # beside them, content-addressed, for the gate to say what changed (results_dir's parent).
+        codegen_record.store(record.codegen, results)
+    return record.extra_info()
+
+
+def entry(cache: dict, case_id: str) -> dict:
+    """The cache's entry for `case_id`; NotImplementedError (ASV's skip) where it was not measured."""
+    if case_id not in cache:
+        if os.environ.get(CASES_ENV):
+            raise NotImplementedError(f"{case_id} was not measured: {CASES_ENV}={os.environ[CASES_ENV]!r} "
+                                      "does not select it")
+        raise NotImplementedError(f"{case_id} is not a case of the registry")
+    found = cache[case_id]
+    if "skip" in found:
+        raise NotImplementedError(found["skip"])
+    if "error" in found:
+        raise RuntimeError(found["error"])
+    return found
