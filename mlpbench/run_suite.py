@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sys
 from pathlib import Path
@@ -45,7 +46,9 @@ def run(args, root: Path) -> int:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     # The pid keeps two runs started in the same second apart.
     json_path = out_dir / f"{stamp}-{tier}-{os.getpid()}.json"
+    # Outcomes go into the run's JSON; a file of their own stays only when nothing was timed.
     outcomes_path = json_path.with_name(json_path.stem + ".outcomes.json")
+    tmp_outcomes = json_path.with_name(f".{json_path.stem}.outcomes.json")
     tmp_json = temp_path(json_path)
     print(f"mlpbench: {len(cases)} cases of tier {tier!r} on {machine_slug()} → {json_path}", flush=True)
 
@@ -53,7 +56,7 @@ def run(args, root: Path) -> int:
 
     argv = [str(root / "benchmarks"), "-v", "-p", "no:cacheprovider", f"--rootdir={root}",
             f"-c={root / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={tmp_json}",
-            f"--outcomes={outcomes_path}",
+            f"--outcomes={tmp_outcomes}",
             # Host samples for a quarter second per case (at least 5): device time has its own
             # samples, and a whole tier must stay well under 15 minutes. `-- --benchmark-max-time=1` overrides.
             "--benchmark-max-time=0.25"]
@@ -66,9 +69,9 @@ def run(args, root: Path) -> int:
         return 2
     ops = list(dict.fromkeys(c.op for c in cases))
     if n_shards > 1:
-        rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, outcomes_path)
+        rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, tmp_outcomes)
     elif len(ops) > 1:
-        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, outcomes_path)
+        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, tmp_outcomes)
     else:
         try:
             rc = pytest.main(argv + list(args.pytest_args))
@@ -78,6 +81,7 @@ def run(args, root: Path) -> int:
                 publish(tmp_json, json_path)
             else:
                 tmp_json.unlink(missing_ok=True)
+    outcomes_path = _fold_outcomes(json_path, tmp_outcomes, outcomes_path)
     _summarise(json_path, outcomes_path)
     return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
 
@@ -148,14 +152,32 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
     return failed[0] if failed else 0
 
 
-def _summarise(json_path: Path, outcomes_path: Path) -> None:
+def _fold_outcomes(json_path: Path, tmp_outcomes: Path, outcomes_path: Path) -> Path | None:
+    """The outcomes into the run's JSON (its `outcomes` list); where no JSON was written (nothing
+    timed), into a file of their own. Returns where they are."""
+    from .atomic import write_json
+
+    if not tmp_outcomes.exists():
+        return json_path if json_path.exists() else None
+    outcomes = json.loads(tmp_outcomes.read_text())["outcomes"]
+    if json_path.exists():
+        write_json(json_path, json.loads(json_path.read_text()) | {"outcomes": outcomes})
+        where = json_path
+    else:
+        write_json(outcomes_path, {"outcomes": outcomes})
+        where = outcomes_path
+    tmp_outcomes.unlink()
+    return where
+
+
+def _summarise(json_path: Path, outcomes_path: Path | None) -> None:
     from .tables import load_pytest_json, not_timed, op_tables
 
     if json_path.exists():
         df = load_pytest_json([json_path])
         if not df.empty:
             print("\n" + op_tables(df) + f"\n\n(from {json_path})")
-    if outcomes_path.exists():
+    if outcomes_path is not None and outcomes_path.exists():
         text = not_timed(outcomes_path)
         if text:
             print("\nNot timed:\n" + text + f"\n\n(from {outcomes_path})")

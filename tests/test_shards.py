@@ -30,11 +30,12 @@ def test_a_sharded_run_merges_into_one_result_set(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    (result,) = [p for p in tmp_path.rglob("*.json") if not p.name.endswith(".outcomes.json")]
+    (result,) = tmp_path.rglob("*.json")  # the outcomes are inside it, not in a file of their own
     doc = json.loads(result.read_text())
     cases = sorted(b["extra_info"]["case"] for b in doc["benchmarks"])
     assert cases == sorted(c.id for c in registry.select("quick", ops=["gelu_mul"], variants=["eager"]))
     assert {b["extra_info"]["shard"] for b in doc["benchmarks"]} == {0, 1}
+    assert sorted(o["case"] for o in doc["outcomes"]) == cases and {o["shard"] for o in doc["outcomes"]} == {0, 1}
     assert len(doc["machine_info"]["mlpbench_shards"]) == 2
     assert not list(tmp_path.rglob(".*shard*"))  # the shards' own files are gone
 
