@@ -5,7 +5,7 @@ Raw times differ between GPU types for every case; the fraction of each machine'
 bandwidth for memory-bound ops, the GEMM rate of the case's dtype for compute-bound ones) does
 not, so a case whose fraction is far below the other machines' is one that runs badly there.
 
-Input: the tidy DataFrame and the ceilings by machine that `report.tidy` returns.
+Input: the measurements frame and the ceilings by machine of `report.load(...)`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 
 from . import tables
 
-# The device-time metric of each source in report.tidy's rows.
+# The device-time metric of each source in report.load's measurements.
 DEVICE_TIME = {"pytest": "device_time_s", "asv": "track_device_time"}
 CASE = ["op", "variant", "dtype", "shape_id"]
 
@@ -52,7 +52,7 @@ def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     slowest over fastest time) and `behind` (that worst machine). Largest spread first.
 
     Latest: the newest commit date for ASV rows; for pytest rows (no date) the last loaded,
-    since report.tidy reads each machine's files, named by UTC time stamp, in sorted order."""
+    since report.load reads each machine's files, named by UTC time stamp, in sorted order."""
     wanted = pd.Series(False, index=df.index)
     for source, metric in DEVICE_TIME.items():
         wanted |= (df["source"] == source) & (df["metric"] == metric)

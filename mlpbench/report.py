@@ -1,33 +1,39 @@
-"""`mlpbench report`: every result in one tidy DataFrame, written out as markdown and one HTML page.
+"""`mlpbench report`: read every result file once, compute the report's sections from what was read,
+render them as markdown, one self-contained HTML page and CSV; never the other way round.
 
-    mlpbench report --results results --output report/ [--pages docs/results]
+    mlpbench report --results results --output docs/report [--pages docs/results]
 
-Reads pytest-benchmark JSON (results/pytest/**) and ASV result files (results/asv/**). Rows are
-one measurement each: source, run (the file it came from), machine, commit, op, variant, dtype,
-shape, metric, value, and the IQR of its samples where it has them. The HTML page opens with a
-summary, then the plots, then the tables; it embeds its plots (PNG as data URIs) and loads nothing
-remote, so it can be opened anywhere. A file that cannot be read is skipped with a warning naming it.
-`--pages` also writes the per-machine results pages (mlpbench/pages.py).
+`load` reads results/: pytest-benchmark runs (pytest/<machine>/, each with its cases' outcomes)
+and ASV runs (asv/), with the records and noise the gate reads (codegen/, between-runs/).
+`sections` computes the report from that, for every machine or, after `Loaded.of`, for one (the
+results pages, mlpbench/pages.py). `write` renders report.md, report.html and report.csv: the HTML
+embeds its plots and loads nothing remote, the markdown links the HTML for the plots, the CSV holds
+one row per measurement. A file that cannot be read is skipped with a warning naming it.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import datetime as dt
 import html
 import io
+import re
+import warnings
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from . import fleet, registry, tables
-from .ops import ROLES
-from .results import asv_points, pytest_files, pytest_records, pytest_runs
+from . import expectations, fleet, gate, registry, tables
+from .ops import ELEMENT_SIZE, ROLES
 from .record import METRICS, NAMES
+from .results import PytestRun, Point, asv_points, pytest_files, pytest_runs
 
 # The record fields (mlpbench/record.py) that reach report.csv from pytest-benchmark records, each
-# with the column holding the IQR of its samples (tables.derive), where it has samples.
+# with the column holding the IQR of its samples (tables.frame), where it has samples.
 METRICS_FROM_PYTEST = {"device_time_s": "device_iqr_s", "host_time_s": "host_iqr_s",
                        "peak_memory_bytes": None, "kernels_per_call": None}
 assert set(METRICS_FROM_PYTEST) <= NAMES, set(METRICS_FROM_PYTEST) - NAMES
@@ -35,6 +41,8 @@ assert set(METRICS_FROM_PYTEST) <= NAMES, set(METRICS_FROM_PYTEST) - NAMES
 # ones; both are one metric. Benchmarks are told apart by method name only: the module that holds
 # them has been renamed and may be again.
 ASV_METRIC_ALIASES = {"time_host": "track_host_time"}
+MEASUREMENT_COLUMNS = ["source", "run", "machine", "commit", "date", "version", "op", "variant", "dtype",
+                       "shape_id", "flops", "bytes", "metric", "value", "iqr", "noisy"]
 
 # A copy moves one byte read per byte written, while GeLU·mul reads two tensors per one written and
 # can run a little above it. A ceiling exceeded by more than this margin was mis-measured (a copy
@@ -49,29 +57,88 @@ def label(path: Path, results: Path) -> str:
     return f"{results.name}/{Path(path).relative_to(results).as_posix()}"
 
 
-def load_wide(results: Path, folder: str = "pytest", runs=None) -> pd.DataFrame:
-    """tables.load_pytest_json over results/<folder> (or over `runs` already read from it), each
-    row's `run` the file's repository path."""
-    if runs is None:
-        runs = pytest_runs(pytest_files(results, folder))
-    wide = tables.derive(pytest_records(runs))
-    if not wide.empty:
-        wide["run"] = [label(Path(f), results) for f in wide["file"]]
-    return wide
-
-
 def asv_metric(benchmark: str) -> str:
     method = benchmark.rsplit(".", 1)[-1]
     return ASV_METRIC_ALIASES.get(method, method)
 
 
-def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
-    """(long DataFrame of every measurement, ceilings by machine from the newest pytest run of each)."""
+# --- load ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Loaded:
+    """Everything `load` read; every section is computed from this alone."""
+
+    root: Path  # the results folder
+    runs: list[PytestRun]  # oldest first within each machine (file names are UTC stamps)
+    records: pd.DataFrame  # one row per pytest-benchmark record (tables.frame), `run` its file's label
+    points: list[tuple[Path, Point]]  # every ASV result point, with its file
+    outcomes: pd.DataFrame  # one row per case outcome of a run: machine, run, datetime, case, outcome, reason
+    measurements: pd.DataFrame  # one row per measurement, pytest and ASV (MEASUREMENT_COLUMNS): report.csv
+
+    @property
+    def machines(self) -> list[str]:
+        found = {r.machine for r in self.runs} | {p.machine for _, p in self.points} | set(self.outcomes["machine"])
+        return sorted(found - {"unknown"})
+
+    @property
+    def ceilings(self) -> dict:
+        """Each machine's ceilings, from its newest pytest run."""
+        return {r.machine: r.ceilings for r in self.runs}
+
+    def label(self, path: Path) -> str:
+        return label(path, self.root)
+
+    def of(self, machine: str) -> Loaded:
+        """The same results, narrowed to one machine."""
+        def rows(df):
+            return df[df["machine"] == machine] if not df.empty else df
+
+        return Loaded(self.root, [r for r in self.runs if r.machine == machine], rows(self.records),
+                      [(f, p) for f, p in self.points if p.machine == machine], rows(self.outcomes),
+                      rows(self.measurements))
+
+
+def load(results: Path) -> Loaded:
+    """The one reader of results/ for the report and the pages."""
+    results = Path(results)
     runs = pytest_runs(pytest_files(results))
-    wide = load_wide(results, runs=runs)
+    records = tables.frame(runs)
+    if not records.empty:
+        records["run"] = [label(Path(f), results) for f in records["file"]]
+    points = asv_points(results / "asv")
+    return Loaded(results, runs, records, points, _outcomes(results, runs), _measurements(results, records, points))
+
+
+def loaded(results: Path | Loaded) -> Loaded:
+    return results if isinstance(results, Loaded) else load(results)
+
+
+def _outcomes(results: Path, runs: list[PytestRun]) -> pd.DataFrame:
+    """Each run's case outcomes (tables.outcomes), and those of runs that timed nothing (an outcomes
+    file alone, in its machine's folder)."""
+    found = [(r.path, r.machine, r.datetime) for r in runs]
+    alone = [p for p in sorted((results / "pytest").rglob("*" + tables.OUTCOMES_SUFFIX))
+             if not p.with_name(p.name.removesuffix(tables.OUTCOMES_SUFFIX) + ".json").is_file()]
+    for p in alone:
+        try:  # named like a run: a UTC stamp first
+            when = dt.datetime.strptime(p.name[:16], "%Y%m%dT%H%M%SZ").isoformat()
+        except ValueError:
+            when = p.name
+        found.append((p, p.parent.name, when))
     rows = []
-    # files are read in name order, which is time order (UTC stamps): the newest run's ceilings win
-    ceilings = {run.env["machine"]: run.ceilings for run in runs if "machine" in run.env}
+    for path, machine, when in found:
+        try:
+            read = tables.outcomes(path)
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            warnings.warn(f"skipping the outcomes of {path}: not readable ({exc})", stacklevel=2)
+            continue
+        rows += [{"machine": machine, "run": label(path, results), "datetime": when, "case": o.get("case"),
+                  "outcome": o.get("outcome"), "reason": o.get("reason") or ""} for o in read]
+    return pd.DataFrame(rows, columns=["machine", "run", "datetime", "case", "outcome", "reason"])
+
+
+def _measurements(results: Path, wide: pd.DataFrame, points: list[tuple[Path, Point]]) -> pd.DataFrame:
+    rows = []
     for r in wide.to_dict("records"):
         for metric, spread in METRICS_FROM_PYTEST.items():
             value = r.get(metric)
@@ -83,8 +150,8 @@ def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
                          "date": None, "version": None, "op": r["op"], "variant": r["variant"], "dtype": r["dtype"],
                          "shape_id": r["shape_id"], "flops": r["flops"], "bytes": r["bytes"], "metric": metric,
                          "value": float(value), "iqr": iqr,
-                         "noise": r.get(tables.NOISE_OF.get(metric)) or tables.noise(value, iqr)})
-    for path, p in asv_points(results / "asv"):
+                         "noisy": bool(r.get(tables.NOISE_OF.get(metric)) or tables.noise(value, iqr))})
+    for path, p in points:
         if p.value is None:
             continue
         iqr = float(np.subtract(*np.percentile(p.samples, [75, 25]))) if p.samples and len(p.samples) > 1 else None
@@ -95,12 +162,9 @@ def tidy(results: Path) -> tuple[pd.DataFrame, dict]:
                      "date": p.date, "version": p.version, "op": p.op, "variant": p.variant, "dtype": p.dtype,
                      "shape_id": p.shape_id, "flops": None, "bytes": None,
                      "metric": metric, "value": p.value, "iqr": iqr,
-                     "noise": tables.noise(p.value, iqr, min(p.samples) if single else None,
-                                           list(p.samples) if single else None)})
-    df = pd.DataFrame(rows, columns=["source", "run", "machine", "commit", "date", "version", "op", "variant",
-                                     "dtype", "shape_id", "flops", "bytes", "metric", "value", "iqr", "noise"])
-    df["noisy"] = df.pop("noise") != ""
-    return df, ceilings
+                     "noisy": bool(tables.noise(p.value, iqr, min(p.samples) if single else None,
+                                                list(p.samples) if single else None))})
+    return pd.DataFrame(rows, columns=MEASUREMENT_COLUMNS)
 
 
 # --- summary -------------------------------------------------------------------------------------
@@ -264,16 +328,17 @@ def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
         # A ceiling far below what kernels achieved was mis-measured; say so on the plot itself.
         suspect = " — far below achieved: suspect" if achieved > SUSPECT_MARGIN * copy else ""
         mem.axhline(copy / 1e12, ls="--", color="grey", label=f"copy ceiling{suspect}")
-    for dt, ls in {"bf16": ":", "fp16": "-.", "fp32": "--"}.items():
-        rate = d.loc[d["dtype"] == dt, "gemm_ceiling_flops"].dropna()
+    for dtype, ls in {"bf16": ":", "fp16": "-.", "fp32": "--"}.items():
+        rate = d.loc[d["dtype"] == dtype, "gemm_ceiling_flops"].dropna()
         if not rate.empty:
-            gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"{dt} GEMM ceiling")
+            gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"{dtype} GEMM ceiling")
     mem.set(xscale="log", xlabel="bytes moved per call (MB)", ylabel="achieved TB/s",
             title=f"memory-bound on {machine}: {', '.join(sorted(set(memory_bound['op'])))}")
     gemm.set(xscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="achieved TFLOP/s",
              title=f"compute on {machine}: {', '.join(sorted(set(compute['op'])))}")
     for ax in (mem, gemm):
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return _png(fig)
 
@@ -324,10 +389,10 @@ def history_plots(df: pd.DataFrame) -> list[tuple[str, str]]:
         for n, part in enumerate(parts, 1):
             fig, axes = plt.subplots(len(dtypes), len(variants), figsize=(2.6 * len(variants) + 0.6, 2.0 * len(dtypes) + 0.8),
                                      sharex=True, sharey=True, squeeze=False)
-            for i, dt in enumerate(dtypes):
+            for i, dtype in enumerate(dtypes):
                 for j, v in enumerate(variants):
                     ax = axes[i][j]
-                    cell = g[(g["dtype"] == dt) & (g["variant"] == v) & g["shape_id"].isin(part)]
+                    cell = g[(g["dtype"] == dtype) & (g["variant"] == v) & g["shape_id"].isin(part)]
                     for shape, line in cell.groupby("shape_id", sort=False):
                         ax.plot([pos[c] for c in line["commit"]], line["relative"], marker="o", ms=3, lw=1.2,
                                 color=color[shape], label=shape)
@@ -340,7 +405,7 @@ def history_plots(df: pd.DataFrame) -> list[tuple[str, str]]:
                     if i == 0:
                         ax.set_title(v, fontsize=9)
                     if j == 0:
-                        ax.set_ylabel(dt, fontsize=9)
+                        ax.set_ylabel(dtype, fontsize=9)
                     ax.set_xticks(range(len(commits)))
                     ax.set_xticklabels([c[:7] for c in commits], rotation=45, ha="right", fontsize=7)
                     ax.tick_params(axis="y", labelsize=7)
@@ -386,16 +451,11 @@ def step_table(wide: pd.DataFrame) -> tables.Table:
     """The elementwise step inside each MLP call (every kernel that is neither a GEMM nor a split-K
     reduction, by expectations.toml's patterns) against the copy ceiling of the same run, per variant:
     a fused kernel left at 60% of bandwidth inside a compiled model shows here without a trace."""
-    import re
-
-    from .ops import ELEMENT_SIZE
-    from .expectations import patterns
-
     ops = {name: op for name, op in registry.OPS.items() if op.step_bytes}
     need = {"kernel_names", "kernel_times_in_order_s", "shape", "copy_ceiling_Bps"}
     if wide.empty or not need <= set(wide.columns):
         return tables.Table([], [])
-    found = patterns()
+    found = expectations.patterns()
     library = [re.compile(found[k]) for k in ("gemm", "split_k") if k in found]
     d = wide[wide["op"].isin(ops) & wide["kernel_times_in_order_s"].notna()]
     d = tables.newest_per_variant(d)
@@ -472,184 +532,319 @@ def results_table(wide: pd.DataFrame) -> tables.Table:
                          "TFLOP/s or GB/s", f"vs {tables.BASELINES}", "kernels per call", "peak MB"], rows)
 
 
-def sources_line(files) -> str:
-    files = sorted(set(files))
-    return ("From " + ", ".join(f"`{f}`" for f in files) + ".") if files else ""
+
+def _saved(value: str) -> str:
+    try:
+        return dt.datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M")
+    except (TypeError, ValueError):
+        return "—"
 
 
-# --- the page ------------------------------------------------------------------------------------
+def runs_table(data: Loaded) -> tables.Table:
+    """One row per pytest-benchmark run: when, which commit, what it measured with, its ceilings."""
+    counts = data.records.groupby("run").size() if not data.records.empty else pd.Series(dtype=int)
+    tiers = data.records.groupby("run")["tier"].agg(lambda t: ", ".join(sorted(set(t.dropna())))) \
+        if not data.records.empty else pd.Series(dtype=str)
+    rows = []
+    for run in sorted(data.runs, key=lambda r: (r.machine, r.path.name)):
+        name, info, c = data.label(run.path), run.env, run.ceilings
+        gpus = info.get("gpu_count") or 1
+        rows.append([run.machine, run.path.name, _saved(run.datetime), (run.commit or "—")[:7], tiers.get(name, ""),
+                     str(counts.get(name, 0)), f"{info.get('gpu', '—')}" + (f" ×{gpus}" if gpus > 1 else ""),
+                     f"{info.get('driver', '—')} / {info.get('cuda', '—')}",
+                     f"{info.get('torch', '—')} / {info.get('triton', '—')} / {info.get('liger_kernel', '—')} / "
+                     f"{info.get('kernels', '—')}",
+                     tables.copy_ceiling(c),
+                     f"{c['gemm_bf16_flops'] / 1e12:,.0f} TFLOP/s" if c.get("gemm_bf16_flops") else "—",
+                     str(len(info.get("mlpbench_shards") or []) or 1)])
+    return tables.Table(["machine", "file", "saved (UTC)", "commit", "tier", "records", "GPU", "driver / CUDA",
+                         "torch / triton / liger-kernel / kernels", "copy ceiling", "bf16 GEMM ceiling", "processes"],
+                        rows, sorted(data.label(r.path) for r in data.runs))
+
+
+def structure_table(wide: pd.DataFrame) -> tables.Table:
+    """Kernels per call by machine, op and variant from the newest record of each case, split-K
+    kernels apart, and how many cases meet expectations.toml as it stands."""
+    if "kernel_names" not in wide or wide["kernel_names"].isna().all():
+        return tables.Table([], [])
+    split_k = expectations.patterns()["split_k"]
+    latest = tables.latest_per_case(wide)
+    latest = latest[latest["kernel_names"].notna()]
+    rows = []
+    for (machine, op, variant), g in latest.groupby(["machine", "op", "variant"]):
+        splits = [sum(bool(re.search(split_k, k)) for k in names) for names in g["kernel_names"]]
+        main = sorted({int(round(n - s)) for n, s in zip(g["kernels_per_call"], splits)})
+        split_at = [f"{dtype} {shape_id}" for dtype, _, shape_id in sorted(
+            {(r.dtype, r.shape.get(registry.TOKENS, 0) if isinstance(r.shape, dict) else 0, r.shape_id)
+             for r, s in zip(g.itertuples(), splits) if s})]
+        unmet = 0
+        for r in g.itertuples():
+            found = registry.shape_of(op, r.shape_id)
+            unmet += bool(expectations.check(op, variant, r.shape, list(r.kernel_names), r.kernels_per_call,
+                                             layout=found.layout if found else None, dtype=r.dtype))
+        memsets = sorted({f"{m:g}" for m in g["memsets_per_call"].dropna()})
+        rows.append([machine, op, variant, "–".join(map(str, (main[0], main[-1]))) if len(main) > 1 else str(main[0]),
+                     f"{len(split_at)} of {len(g)}" + (f": {', '.join(split_at)}" if split_at else ""),
+                     ", ".join(memsets) or "—", f"{len(g) - unmet} of {len(g)}"])
+    order = {v: k for k, v in enumerate(tables.VARIANT_ORDER)}
+    op_order = {o: k for k, o in enumerate(registry.OPS)}
+    rows.sort(key=lambda r: (r[0], op_order.get(r[1], len(op_order)), order.get(r[2], len(order))))
+    return tables.Table(["machine", "op", "variant", "kernels per call (split-K apart)", "cases with split-K kernels",
+                         "memsets per call", "cases meeting expectations.toml"], rows, sorted(set(latest["run"])))
+
+
+def asv_files_table(data: Loaded) -> tables.Table:
+    """Per ASV result file: its commit, the cases it holds, values recorded and failed, benchmark versions."""
+    by_file: dict[Path, list[Point]] = {}
+    for path, p in data.points:
+        by_file.setdefault(path, []).append(p)
+    rows = []
+    for path, ps in sorted(by_file.items(), key=lambda kv: (kv[1][0].machine, kv[1][0].date, kv[0].name)):
+        ok = [p for p in ps if p.value is not None]
+        rows.append([ps[0].machine, ps[0].commit[:7],
+                     dt.datetime.fromtimestamp(ps[0].date / 1000, dt.timezone.utc).strftime("%Y-%m-%d"),
+                     path.name, str(len({p.param for p in ok})), str(len(ok)), str(len(ps) - len(ok)),
+                     ", ".join(sorted({p.version for p in ps})),
+                     ", ".join(sorted({asv_metric(p.benchmark) for p in ok}))])
+    return tables.Table(["machine", "commit", "commit date", "file", "cases", "values", "failed", "benchmark version",
+                         "benchmarks"], rows, sorted(data.label(f) for f in by_file))
+
+
+def gate_table(data: Loaded) -> tables.Table:
+    """`mlpbench check` on each commit of asv/ against the previous one it shares benchmarks with, per
+    machine, as the nightly runs it (reading codegen records and between-run noise from the results)."""
+    rows, files = [], set()
+    for machine in data.machines:
+        points = [p for _, p in data.points if p.machine == machine]
+        held = {}
+        for p in points:
+            if p.value is not None:
+                held.setdefault(p.commit, set()).add((p.benchmark, p.param, p.version))
+        dated = sorted({(p.date, p.commit) for p in points if p.commit in held})
+        for k, (_, head) in enumerate(dated):
+            earlier = [c for _, c in dated[:k] if c != head and held[head] & held[c]]
+            if not earlier:
+                continue
+            base = earlier[-1]
+            verdicts = gate.compare(points, base, head, machine, codegen_root=data.root)
+            count = Counter(v.verdict for v in verdicts)
+            flagged = sorted(v.param + ("" if v.benchmark.endswith(".track_device_time")
+                                        else f" ({asv_metric(v.benchmark)})")
+                             for v in verdicts if v.verdict == "regression")
+            rows.append([machine, head[:7], base[:7], str(len(verdicts)), str(count["regression"]),
+                         str(count["improvement"]), str(sum(v.verdict.endswith("(not gated)") for v in verdicts)),
+                         ", ".join(f"`{f}`" for f in flagged[:8]) + (" …" if len(flagged) > 8 else "") or "—"])
+            files |= {data.label(f) for f, p in data.points if p.machine == machine and p.commit in (base, head)}
+    return tables.Table(["machine", "head", "base", "compared", "regressed", "improved", "moved, not gated",
+                         "regressed cases"], rows, sorted(files))
+
+
+def not_timed_table(outcomes: pd.DataFrame) -> tables.Table:
+    """Per machine, each case whose newest outcome is not a pass, with its reason and its run."""
+    newest = outcomes.sort_values(["datetime", "run"], kind="stable").drop_duplicates(["machine", "case"], keep="last")
+    d = newest[newest["outcome"] != "passed"].sort_values(["machine", "case"])
+    rows = [[r.machine, r.case, r.outcome, r.reason, r.run.rsplit("/", 1)[-1]] for r in d.itertuples()]
+    return tables.Table(["machine", "case", "outcome", "reason", "run"], rows, sorted(set(d["run"])))
+
+
+# --- sections ------------------------------------------------------------------------------------
+
+class Report(NamedTuple):
+    """What `sections` computes: the measurements (report.csv), the intro lines, then each section,
+    a title and its parts in reading order: ('h3', text), ('text', markdown), ('plot', title, png),
+    ('table', Table) or ('long', Table); a table's `sources` are said below it."""
+
+    measurements: tables.Table
+    intro: list[str]
+    sections: list[tuple[str, list[tuple]]]
+
+
+def _intro(data: Loaded) -> list[str]:
+    wide, df = data.records, data.measurements
+    files = len(set(df["run"]) | set(data.outcomes["run"]))
+    intro = [f"{len(df)} measurements from {files} result files under `{data.root.name}/`: "
+             f"{(df['source'] == 'pytest').sum()} from pytest-benchmark, {(df['source'] == 'asv').sum()} from ASV. "
+             f"Each variant is compared with {tables.BASELINES} from the same run: the newest run that measured "
+             "the shape; the summary instead takes each variant's own newest record."]
+    for machine, g in wide.groupby("machine") if not wide.empty else []:
+        newest = g.sort_values(["datetime", "file"]).iloc[-1]
+        if pd.isna(newest["copy_ceiling_Bps"]):
+            intro.append(f"{machine}: no ceilings measured (no GPU), so its figures are {tables.HOST_ONLY}.")
+        else:
+            what = tables.copy_ceiling(data.ceilings.get(machine) or {"copy_bandwidth_Bps": newest["copy_ceiling_Bps"]})
+            intro.append(f"{machine}: copy ceiling {what} in `{newest['run']}`; each run's figures are rated "
+                         "against that run's own ceilings.")
+    return intro + ([tables.noise_line(wide)] if not wide.empty and tables.noise_line(wide) else [])
+
+
+def sections(data: Loaded | Path, full: bool = True) -> Report:
+    """The report's sections from `data` (a results folder is loaded first): the summary, then plots,
+    then tables, the long ones last; a section with no table or plot is left out. Without `full`, no
+    plots and no long tables (the results pages)."""
+    data = loaded(data)
+    wide, df, machines = data.records, data.measurements, data.machines
+    by = {m: data.of(m) for m in machines}
+    rec = not wide.empty  # the sections built on pytest-benchmark records
+    draw = full and rec
+    out = [("Summary", [("text", SUMMARY_NOTE), ("table", summary(wide))] if rec else [])]
+    out.append((f"Speedup over {tables.BASELINES}",
+                [("text", "Per shape and dtype, from the newest run of each shape; hatched bars rest on a noisy "
+                          "figure.")]
+                + [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
+                   if draw and (png := speedup_plot(wide, m, op))]))
+    out.append(("Achieved rate against the measured ceilings",
+                [("plot", f"achieved rate on {m}", png) for m in machines if draw and (png := roofline_plot(wide, m))]))
+    history = history_plots(df) if full else []
+    if history:
+        left_out = history_series(df)[1]
+        out.append(("History", [("text", "ASV's device time for each case relative to its first commit, on a log "
+                                         "axis: a line that climbs is a case that got slower. One panel per variant "
+                                         f"and dtype, one line per shape. Left out: {left_out['one commit']} cases "
+                                         f"measured at one commit only, and {left_out['older versions']} points of "
+                                         "an older timing-method version.")] + [("plot", *h) for h in history]))
+    across = fleet.side_by_side(df, data.ceilings)
+    if not across.empty and len(across["device_time_s"].columns) > 1:
+        out.append(("Across machines", [("text", "The same case on every machine, the case furthest behind on "
+                                                 "one of them first. " + fleet.NOTE), ("table", fleet.table(across))]))
+    out.append(("Per-op tables", [("text", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · "
+                                           f"speedup over {tables.BASELINES} of the same run.")]
+                + [part for m in machines for op in registry.OPS
+                   if rec and (t := tables.variant_table(by[m].records, op))
+                   for part in (("h3", f"{op} on {m}"), ("table", t))]))
+    out.append(("Our kernels against the faster peer",
+                [("text", "Each of our variants' device time over the fastest compiler variant (Inductor) or peer "
+                          "kernel (Liger) of the same run, from the newest run that measured it (below 1: ours is "
+                          "faster), and its rate against that run's ceiling. MB moved counts the fewest bytes one "
+                          "call must move.")]
+                + [part for m in machines for op in registry.OPS for mine in registry.OPS[op].of_role(ROLES[-1])
+                   if rec and (t := tables.peer_table(by[m].records, op, mine))
+                   for part in (("h3", f"{op}: {mine} on {m}"), ("table", t))]))
+    out.append(("Launch structure",
+                [("text", "Kernels each call launches, from the profiler pass of the newest record of each case. "
+                          "Where cuBLAS splits a GEMM along K it launches a kernel of its own for it; those are "
+                          "counted apart, as are memsets. The last column checks each record against "
+                          "`mlpbench/expectations.toml` as it stands today."),
+                 ("table", structure_table(wide) if rec else tables.Table([], []))]))
+    out.append(("Host overhead crossover",
+                [part for m in machines for op in tables.sweep_ops()
+                 if rec and (t := tables.overhead_rows(by[m].records, op))
+                 for part in (*([("h3", f"on {m}")] if len(machines) > 1 else []),
+                              ("text", overhead_verdict(by[m].records, op)), ("table", t))]))
+    out.append(("Compile tax", [("text", "From ASV's compile benchmarks, each a fresh process with empty Inductor and "
+                                         "Triton caches; the newest commit's figures."), ("table", compile_table(df))]))
+    out.append(("Not timed", [("text", "Cases whose newest outcome on the machine was a skip or a failure, with the "
+                                       "reason its run recorded: never timed, so in no table above."),
+                              ("table", not_timed_table(data.outcomes))]))
+    out.append(("The regression gate on these runs",
+                [("text", "`mlpbench check` on each commit of `asv/` against the previous commit it shares benchmarks "
+                          "with, as the nightly runs it. Thresholds and test: the README's \"Regression gate\"; how "
+                          "often it finds planted slowdowns, and its false alarms: `docs/regression-detection.md`."),
+                 ("table", gate_table(data))]))
+    out.append(("pytest-benchmark runs", [("text", "One row per run: when, which commit, what it measured with, its "
+                                                   "ceilings."), ("table", runs_table(data))]))
+    out.append(("ASV result files", [("text", "Per result file: the commit, the cases it holds, values recorded and "
+                                              "failed, and the benchmark version (a new timing method is a new "
+                                              "version; `mlpbench check` compares equal versions only)."),
+                                     ("table", asv_files_table(data))]))
+    if draw:
+        out.append(("The MLP's elementwise step against the copy ceiling",
+                    [("text", "Inside each MLP call, the kernels that are not GEMMs (eager: GeLU then mul; compiled: "
+                              "Inductor's fused kernel; Liger's and ours: one fused kernel), rated by the fewest bytes "
+                              "the step must move (gate and up read, their product written) over their device time, "
+                              "against the copy ceiling of the same run. Newest record of each case."),
+                     ("long", step_table(wide))]))
+        out.append(("Kernels per MLP call", [("text", "Device time by kernel, in launch order, newest record of each "
+                                                      "case."), ("long", kernel_table(wide))]))
+        out.append(("All pytest-benchmark results", [("text", "One row per record, with the file it came from."),
+                                                     ("long", results_table(wide))]))
+    shown = [(title, parts) for title, parts in out
+             if any(kind == "plot" or (kind in ("table", "long") and rest[0]) for kind, *rest in parts)]
+    return Report(tables.Table.of(df), _intro(data), shown)
+
+
+# --- rendering -----------------------------------------------------------------------------------
 
 # The page's stylesheet and its sorting script (click a header: numbers sort as numbers, by
 # data-sort), package data inlined so that the page stays one self-contained file.
 STATIC = Path(__file__).with_name("static")
 
 
-def _anchor(title: str) -> str:
+def anchor(title: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
 
 
-def sections(results: Path) -> tuple[pd.DataFrame, list[str], list[tuple[str, list[tuple]]]]:
-    """(tidy frame, intro lines, sections): each section a title and its parts, in reading order:
-    the summary, then plots, then tables, the long ones last. A part is ('h3', text), ('text', md),
-    ('plot', title, png), ('table', Table) or ('long', Table)."""
-    df, ceilings = tidy(results)
-    wide = load_wide(results)
-    machines = sorted(set(wide["machine"])) if not wide.empty else []
-    intro = [f"{len(df)} measurements from {df['run'].nunique()} result files under `{results.name}/`: "
-             f"{(df['source'] == 'pytest').sum()} from pytest-benchmark, {(df['source'] == 'asv').sum()} from ASV. "
-             f"Each variant is compared with {tables.BASELINES} from the same run: the newest run that measured "
-             "the shape; the summary instead takes each variant's own newest record."]
-    for machine in machines:
-        newest = wide[wide["machine"] == machine].sort_values(["datetime", "file"]).iloc[-1]
-        if pd.isna(newest["copy_ceiling_Bps"]):
-            intro.append(f"{machine}: no ceilings measured (no GPU), so its figures are {tables.HOST_ONLY}.")
-        else:
-            what = tables.copy_ceiling(ceilings.get(machine) or {"copy_bandwidth_Bps": newest["copy_ceiling_Bps"]})
-            intro.append(f"{machine}: copy ceiling {what} in `{newest['run']}`; each run's figures are rated "
-                         "against that run's own ceilings.")
-    noise = tables.noise_line(wide) if not wide.empty else ""
-    if noise:
-        intro.append(noise)
-
-    out: list[tuple[str, list[tuple]]] = []
-    if not wide.empty:
-        overview = summary(wide)
-        out.append(("Summary", [("text", SUMMARY_NOTE), ("table", overview),
-                                ("text", sources_line(overview.sources))]))
-        speed = [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
-                 if (png := speedup_plot(wide, m, op))]
-        if speed:
-            note = "Per shape and dtype, from the newest run of each shape; hatched bars rest on a noisy figure."
-            out.append((f"Speedup over {tables.BASELINES}", [("text", note)] + speed))
-        roof = [("plot", f"achieved rate on {m}", png) for m in machines if (png := roofline_plot(wide, m))]
-        if roof:
-            out.append(("Achieved rate against the measured ceilings", roof))
-    history = history_plots(df)
-    if history:
-        _, left_out = history_series(df)
-        out.append(("History", [("text", "ASV's device time for each case relative to its first commit, on a log "
-                                         "axis: a line that climbs is a case that got slower. One panel per variant "
-                                         "and dtype, one line per shape. Left out: "
-                                         f"{left_out['one commit']} cases measured at one commit only, and "
-                                         f"{left_out['older versions']} points of an older timing-method version.")]
-                    + [("plot", title, png) for title, png in history]))
-    else:
-        out.append(("History", [("text", "No case has ASV device time at two commits or more yet.")]))
-    across = fleet.side_by_side(df, ceilings)
-    if not across.empty and len(across["device_time_s"].columns) > 1:
-        out.append(("Across machines", [("text", "The same case on every machine, the case furthest behind on "
-                                                 "one of them first. " + fleet.NOTE), ("table", fleet.table(across))]))
-    per_op = []
-    for m in machines:
-        mw = wide[wide["machine"] == m]
-        for op in registry.OPS:
-            t = tables.variant_table(mw, op)
-            if t:
-                runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
-                per_op += [("h3", f"{op} on {m}"), ("table", t), ("text", sources_line(runs))]
-    if per_op:
-        out.append(("Per-op tables", [("text", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · "
-                                               f"speedup over {tables.BASELINES} of the same run.")] + per_op))
-    peers = []
-    for m in machines:
-        mw = wide[wide["machine"] == m]
-        for op in registry.OPS:
-            for mine in registry.OPS[op].of_role(ROLES[-1]):  # role "ours"
-                t = tables.peer_table(mw, op, mine)
-                if t:
-                    runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
-                    peers += [("h3", f"{op}: {mine} on {m}"), ("table", t), ("text", sources_line(runs))]
-    if peers:
-        out.append(("Our kernels against the faster peer",
-                    [("text", "Each of our variants' device time over the fastest compiler variant (Inductor) or "
-                              "peer kernel (Liger) of the same run, from the newest run that measured it (below 1: "
-                              "ours is faster), and its rate against that run's ceiling.")] + peers))
-    crossover = []
-    for m in machines:
-        mw = wide[wide["machine"] == m]
-        found = []
-        for op in tables.sweep_ops():
-            t = tables.overhead_rows(mw, op)
-            if t:
-                runs = sorted(set(mw.loc[mw["file"].isin(t.sources), "run"]))
-                found += [("text", overhead_verdict(mw, op)), ("table", t), ("text", sources_line(runs))]
-        if found:
-            crossover += [("h3", f"on {m}"), *found]
-    if crossover:
-        out.append(("Host overhead crossover", crossover))
-    compile_ = compile_table(df)
-    if compile_:
-        out.append(("Compile tax", [("table", compile_), ("text", sources_line(compile_.sources))]))
-    if not wide.empty:
-        step = step_table(wide)
-        if step:
-            out.append(("The MLP's elementwise step against the copy ceiling",
-                        [("text", "Inside each MLP call, the kernels that are not GEMMs (eager: GeLU then mul; "
-                                  "compiled: Inductor's fused kernel; Liger's and ours: one fused kernel), rated by "
-                                  "the fewest bytes the step must move (gate and up read, their product written) "
-                                  "over their device time, against the copy ceiling of the same run. Newest record "
-                                  "of each case."),
-                         ("long", step), ("text", sources_line(step.sources))]))
-        kernels = kernel_table(wide)
-        if kernels:
-            out.append(("Kernels per MLP call", [("text", "Device time by kernel, in launch order, newest record "
-                                                          "of each case."),
-                                                 ("long", kernels), ("text", sources_line(kernels.sources))]))
-        out.append(("All pytest-benchmark results", [("text", "One row per record, with the file it came from."),
-                                                     ("long", results_table(wide))]))
-    return df, intro, out
+def _code(name: str) -> str:
+    return f"`{name}`"
 
 
-def write(results: Path, output: Path) -> list[Path]:
-    """Write report.md (with plot-N.png), report.html (self-contained) and report.csv (tidy) under `output`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    output.mkdir(parents=True, exist_ok=True)
-    df, intro, parts = sections(results)
-    md = ["# mlpbench report", "", *[line for text in intro for line in (text, "")]]
-    body, k = [], 0
-    for title, items in parts:
-        md += [f"## {title}", ""]
-        body.append(f"<h2 id='{_anchor(title)}'>{html.escape(title)}</h2>")
-        for item in items:
-            kind = item[0]
+def markdown(rep: Report, title: str, preface: tuple[str, ...] = (), link=_code, plots: str | None = None) -> str:
+    """The report as markdown: `link(label)` spells each source file, `plots` names the HTML page
+    whose sections hold the plots (left out where None)."""
+    md = [f"# {title}", ""] + [line for text in (*preface, *rep.intro) for line in (text, "")]
+    for name, parts in rep.sections:
+        shown = [(kind, *rest) for kind, *rest in parts if kind != "plot"]
+        drawn = [rest[0] for kind, *rest in parts if kind == "plot"]
+        if not (plots and drawn) and not any(kind in ("table", "long") for kind, *_ in shown):
+            continue
+        md += [f"## {name}", ""]
+        for kind, *rest in shown:
             if kind == "h3":
-                md += [f"### {item[1]}", ""]
-                body.append(f"<h3>{html.escape(item[1])}</h3>")
-            elif kind == "text" and item[1]:
-                md += [item[1], ""]
-                body.append(f"<p class='{'src' if item[1].startswith('From `') else 'text'}'>{_inline(item[1])}</p>")
-            elif kind == "plot":
-                name = f"plot-{k}.png"
-                k += 1
-                (output / name).write_bytes(base64.b64decode(item[2]))
-                md += [f"![{item[1]}]({name})", ""]
-                body.append(f"<img alt='{html.escape(item[1])}' src='data:image/png;base64,{item[2]}'>")
-            elif kind in ("table", "long"):
-                md += [item[1].markdown(), ""]
-                rendered = item[1].html()
-                if kind == "long":
-                    rendered = (f"<details><summary>{len(item[1].rows)} rows: click to open</summary>"
-                                f"{rendered}</details>")
-                body.append(rendered)
-    for stale in output.glob("plot-*.png"):  # plots of an earlier build that this one no longer draws
-        number = stale.stem.split("-", 1)[1]
-        if number.isdigit() and int(number) >= k:
-            stale.unlink()
-    (output / "report.md").write_text("\n".join(md).rstrip() + "\n")
-    df.to_csv(output / "report.csv", index=False)
-    nav = "".join(f"<a href='#{_anchor(t)}'>{html.escape(t)}</a>" for t, _ in parts)
-    lines = "".join(f"<p class='{'note' if 'noisy' in t else 'intro'}'>{_inline(t)}</p>" for t in intro)
-    (output / "report.html").write_text(
-        "<!doctype html><html lang='en'><meta charset='utf-8'><title>mlpbench report</title>"
-        f"<meta name='viewport' content='width=device-width'><style>{(STATIC / 'report.css').read_text()}</style>"
-        f"<h1>mlpbench report</h1>{lines}<nav>{nav}</nav>" + "".join(body)
-        + f"<script>{(STATIC / 'report.js').read_text()}</script></html>\n")
-    return [output / "report.md", output / "report.html", output / "report.csv"]
+                md += [f"### {rest[0]}", ""]
+            elif kind == "text":
+                md += [rest[0], ""]
+            else:
+                md += [rest[0].markdown(), ""]
+                if rest[0].sources:
+                    md += ["From " + ", ".join(link(s) for s in rest[0].sources) + ".", ""]
+        if plots and drawn:
+            md += [f"Plots in [{plots}]({plots}#{anchor(name)}): " + "; ".join(drawn) + ".", ""]
+    return "\n".join(md).rstrip() + "\n"
 
 
 def _inline(text: str) -> str:
     """Markdown `code` spans as <code>, everything else escaped."""
     parts = html.escape(text).split("`")
     return "".join(f"<code>{p}</code>" if k % 2 else p for k, p in enumerate(parts))
+
+
+def html_page(rep: Report) -> str:
+    """The report as one self-contained HTML page: plots as data: URIs, stylesheet and script inline."""
+    body = []
+    for title, parts in rep.sections:
+        body.append(f"<h2 id='{anchor(title)}'>{html.escape(title)}</h2>")
+        for kind, *rest in parts:
+            if kind == "h3":
+                body.append(f"<h3>{html.escape(rest[0])}</h3>")
+            elif kind == "text":
+                body.append(f"<p class='text'>{_inline(rest[0])}</p>")
+            elif kind == "plot":
+                body.append(f"<img alt='{html.escape(rest[0])}' src='data:image/png;base64,{rest[1]}'>")
+            else:
+                table = rest[0].html()
+                if kind == "long":
+                    table = f"<details><summary>{len(rest[0].rows)} rows: click to open</summary>{table}</details>"
+                body.append(table)
+                if rest[0].sources:
+                    body.append("<p class='src'>" + _inline("From " + ", ".join(f"`{s}`" for s in rest[0].sources)
+                                                            + ".") + "</p>")
+    nav = "".join(f"<a href='#{anchor(t)}'>{html.escape(t)}</a>" for t, _ in rep.sections)
+    lines = "".join(f"<p class='{'note' if 'noisy' in t else 'intro'}'>{_inline(t)}</p>" for t in rep.intro)
+    return ("<!doctype html><html lang='en'><meta charset='utf-8'><title>mlpbench report</title>"
+            f"<meta name='viewport' content='width=device-width'><style>{(STATIC / 'report.css').read_text()}</style>"
+            f"<h1>mlpbench report</h1>{lines}<nav>{nav}</nav>" + "".join(body)
+            + f"<script>{(STATIC / 'report.js').read_text()}</script></html>\n")
+
+
+def write(results: Path | Loaded, output: Path) -> list[Path]:
+    """Write report.md, report.html (self-contained, with the plots) and report.csv (one row per
+    measurement) under `output`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    output.mkdir(parents=True, exist_ok=True)
+    rep = sections(loaded(results))
+    paths = [output / "report.md", output / "report.html", output / "report.csv"]
+    paths[0].write_text(markdown(rep, "mlpbench report", plots=paths[1].name))
+    paths[1].write_text(html_page(rep))
+    paths[2].write_text(rep.measurements.csv())
+    return paths

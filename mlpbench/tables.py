@@ -1,4 +1,5 @@
-"""pytest-benchmark JSON → one tidy pandas DataFrame → the per-op tables that `mlpbench run` prints.
+"""pytest-benchmark runs → one pandas DataFrame of records (`frame`) → tables (`Table`: markdown,
+HTML, CSV): the per-op tables that `mlpbench run` prints and the report's (mlpbench/report.py).
 
 Throughput is derived here, never stored: TFLOP/s = flops / device time for the GEMM ops, GB/s =
 bytes / device time for the memory-bound step (host time stands in where no device time exists).
@@ -11,8 +12,11 @@ median can be off by orders of magnitude while still looking like a measurement.
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,14 +83,16 @@ def baseline(op: str) -> str | None:
 
 
 def load_pytest_json(paths) -> pd.DataFrame:
-    """One row per benchmark record (mlpbench/results.py reads them), with the figures derived here;
-    unreadable or foreign files are skipped with a warning naming them."""
-    return derive(results.pytest_records(results.pytest_runs(paths)))
+    """`frame` of the pytest-benchmark files among `paths`; unreadable or foreign files are skipped
+    with a warning naming them."""
+    return frame(results.pytest_runs(paths))
 
 
-def derive(df: pd.DataFrame) -> pd.DataFrame:
-    """Spreads, the time shown (device time where there is one), noise marks, rates, the fraction of
+def frame(runs: list[results.PytestRun]) -> pd.DataFrame:
+    """One row per benchmark record of `runs` (results.pytest_records), with the figures derived:
+    spreads, the time shown (device time where there is one), noise marks, rates, the fraction of
     the run's ceiling, and the speedup over the op's baseline from the same file (the same run)."""
+    df = results.pytest_records(runs)
     if df.empty:
         return df
     df["device_iqr_s"] = df.pop("device_time_samples_s").map(_iqr)
@@ -170,7 +176,7 @@ def _fmt(x, digits=2) -> str:
 
 
 def fmt_time(median, iqr, host_only: bool = False, why: str | None = None) -> str:
-    """µs, with why the figure is noisy said out loud when it is: `why` as `derive` found it (its
+    """µs, with why the figure is noisy said out loud when it is: `why` as `frame` found it (its
     *_noise columns), else `noise` of the IQR alone."""
     if pd.isna(median):
         return HOST_ONLY if host_only else "—"
@@ -195,22 +201,41 @@ def noise_line(df: pd.DataFrame) -> str:
 
 @dataclass
 class Table:
-    """Headers and rows of strings, rendered as markdown (terminal, .md) or HTML (the report page)."""
+    """Headers and rows of strings, the one table renderer: markdown (terminal, .md), HTML (the
+    report page) and CSV. `sources` names the result files the figures come from."""
 
     headers: list[str]
     rows: list[list[str]]
-    sources: list[str] = field(default_factory=list)  # the files the figures come from
+    sources: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, df: pd.DataFrame) -> Table:
+        """A frame's cells as text, a missing value empty."""
+        def cell(v) -> str:
+            return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+        return cls([str(c) for c in df.columns], [[cell(v) for v in r] for r in df.itertuples(index=False)])
 
     def __bool__(self) -> bool:
         return bool(self.rows)
 
     def markdown(self) -> str:
-        return markdown(self.headers, self.rows)
+        def line(cells) -> str:  # a pipe or a line break inside a cell (a failure's reason) would end it
+            return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+        return "\n".join([line(self.headers), line("---" for _ in self.headers), *map(line, self.rows)])
 
     def html(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
         body = "".join("<tr>" + "".join(_html_cell(c) for c in r) + "</tr>" for r in self.rows)
         return f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.headers)
+        writer.writerows(self.rows)
+        return buf.getvalue()
 
 
 def _html_cell(text: str) -> str:
@@ -218,12 +243,6 @@ def _html_cell(text: str) -> str:
     number = re.match(r"^-?[\d,]*\.?\d+", text)
     sort = f" data-sort='{number.group().replace(',', '')}'" if number else ""
     return f"<td{cls}{sort}>{html.escape(text)}</td>"
-
-
-def markdown(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def op_tables(df: pd.DataFrame) -> str:
@@ -239,8 +258,8 @@ def op_tables(df: pd.DataFrame) -> str:
              fmt_ratio(r.speedup_vs_eager, r.speedup_noisy)]
             for r in g.sort_values(["shape_id", "dtype", "variant"]).itertuples()
         ]
-        parts.append(f"### {op}\n\n" + markdown(
-            ["variant", "dtype", "shape", "device µs", "host µs", rate, f"vs {baseline(op)}"], rows))
+        parts.append(f"### {op}\n\n" + Table(
+            ["variant", "dtype", "shape", "device µs", "host µs", rate, f"vs {baseline(op)}"], rows).markdown())
     note = noise_line(df)
     return "\n\n".join(parts) + (f"\n\n{note}" if note else "")
 
@@ -266,19 +285,32 @@ def variant_table(df: pd.DataFrame, op: str) -> Table:
                        f"{fmt_ratio(r['speedup_vs_eager'], r['speedup_noisy'])}")
         rows.append(row)
     return Table(["shape", "dtype", *[f"{v} (µs · {rate} · vs {baseline(op)})" for v in variants]], rows,
-                 sorted(set(g["file"])) if "file" in g else [])
+                 _sources(g))
 
 
-def variant_columns(df: pd.DataFrame, op: str) -> str:
-    """Markdown of `variant_table`."""
-    return variant_table(df, op).markdown()
+def _sources(g: pd.DataFrame) -> list[str]:
+    return sorted(set(g["run"])) if "run" in g else []
 
 
-def not_timed(outcomes_path) -> str:
-    """Markdown list of the cases a run did not time (failed or skipped), with their reasons."""
-    doc = json.loads(Path(outcomes_path).read_text())
-    rows = [[o["case"], o["outcome"], o["reason"]] for o in doc["outcomes"] if o["outcome"] != "passed"]
-    return markdown(["case", "outcome", "reason"], rows) if rows else ""
+OUTCOMES_SUFFIX = ".outcomes.json"  # older runs kept their outcomes in a file of their own beside the run
+
+
+def outcomes(path) -> list[dict]:
+    """A run's case outcomes ({case, outcome, reason, ...}): the run JSON's `outcomes` list, else
+    those of an outcomes file (`path` itself, or the one beside the run); [] where there are none."""
+    path = Path(path)
+    doc = json.loads(path.read_text())
+    if "outcomes" not in doc and not path.name.endswith(OUTCOMES_SUFFIX):
+        beside = path.with_name(path.stem + OUTCOMES_SUFFIX)
+        doc = json.loads(beside.read_text()) if beside.is_file() else {}
+    return list(doc.get("outcomes") or [])
+
+
+def not_timed(path) -> str:
+    """Markdown list of the cases a run did not time (failed or skipped), with their reasons, from
+    the run JSON or its outcomes file."""
+    rows = [[o["case"], o["outcome"], o.get("reason") or ""] for o in outcomes(path) if o["outcome"] != "passed"]
+    return Table(["case", "outcome", "reason"], rows).markdown() if rows else ""
 
 
 def sweep_ops() -> list[str]:
@@ -338,7 +370,7 @@ def overhead_crossover(df: pd.DataFrame, op: str, compiler: str | None = None) -
 SPREAD_OF = {"device_time_s": "device_iqr_s", "host_time_back_to_back_s": "host_back_to_back_iqr_s",
              "host_time_s": "host_iqr_s"}
 NOISE_OF = {"device_time_s": "device_noise", "host_time_back_to_back_s": "host_back_to_back_noise",
-            "host_time_s": "host_noise"}  # derive's reasons for each figure's noise mark
+            "host_time_s": "host_noise"}  # frame's reasons for each figure's noise mark
 
 
 def overhead_rows(df: pd.DataFrame, op: str) -> Table:
@@ -363,14 +395,7 @@ def overhead_rows(df: pd.DataFrame, op: str) -> Table:
                 cell.append(fmt_time(r[c], spread, why=r.get(NOISE_OF[c])) if r is not None else "—")
             row.append(" / ".join(cell))
         rows.append(row)
-    return Table(["tokens", *[f"{names[c]}: {' / '.join(variants)} (µs)" for c in cols]], rows,
-                 sorted(set(g["file"])) if "file" in g else [])
-
-
-def overhead_table(df: pd.DataFrame, op: str) -> str:
-    """Markdown of `overhead_rows`."""
-    table = overhead_rows(df, op)
-    return table.markdown() if table else ""
+    return Table(["tokens", *[f"{names[c]}: {' / '.join(variants)} (µs)" for c in cols]], rows, _sources(g))
 
 
 def copy_ceiling(c: dict) -> str:
@@ -407,4 +432,4 @@ def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> Table:
                      rate, ceiling])
     what = "GEMM ceiling" if op in COMPUTE_BOUND else "copy ceiling"
     return Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer", f"{mine} rate",
-                  f"of {what}"], rows, sorted(set(g["file"])))
+                  f"of {what}"], rows, _sources(g))

@@ -66,7 +66,7 @@ def _rows(table: tables.Table) -> dict:
 
 
 def test_each_time_ranks_every_variant_by_its_own_newest_record(results):
-    table = report.summary(report.load_wide(results))
+    table = report.summary(report.load(results).records)
     rows = _rows(table)
     assert sorted(rows) == [(MACHINE, "mlp", "bf16", "device"), (MACHINE, "mlp", "bf16", "host, back to back")]
 
@@ -101,7 +101,7 @@ def test_a_time_no_run_recorded_is_said_to_be_missing(tmp_path):
          [_record(v, "t512-d1024-h4096", None, None, single_us=us)
           for v, us in (("eager", 500.0), ("compiled", 300.0))],
          machine="cpu", ceilings={})
-    table = report.summary(report.load_wide(results))
+    table = report.summary(report.load(results).records)
     rows = _rows(table)
     assert rows["gpu", "mlp", "bf16", "device"]["fastest"] == "ours, 1 of 1 shapes"
     cpu = rows["cpu", "mlp", "bf16", tables.HOST_ONLY]  # ranked by one synchronised call, as it says

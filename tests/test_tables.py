@@ -1,4 +1,9 @@
+import csv
+import io
+import json
+
 import pandas as pd
+import pytest
 
 from mlpbench import tables
 
@@ -30,7 +35,7 @@ def test_crossover_reads_back_to_back_host_time_where_records_have_it():
     df["host_time_back_to_back_s"] = [b2b[s["t"]][v == "compiled"] for s, v in zip(df["shape"], df["variant"])]
     df["device_time_s"] = df["host_time_back_to_back_s"] * 0.9
     assert tables.overhead_crossover(df, "mlp") == 8192
-    table = tables.overhead_table(df, "mlp")
+    table = tables.overhead_rows(df, "mlp").markdown()
     assert "host, back to back: eager / compiled (µs)" in table
     assert "| 8192 | 257.4 / 207.0 | 286.0 / 230.0 | 286.0 / 300.0 |" in table
     # older records without the back-to-back figure in the same frame do not mix into it
@@ -39,8 +44,6 @@ def test_crossover_reads_back_to_back_host_time_where_records_have_it():
 
 
 def test_speedup_over_eager_pairs_cases_by_machine_op_dtype_and_shape(tmp_path):
-    import json
-
     def rec(variant, dev):
         return {"stats": {"median": dev * 2}, "extra_info": {
             "case": f"gelu_mul/{variant}/bf16/t8-h8", "op": "gelu_mul", "variant": variant, "dtype": "bf16",
@@ -64,8 +67,6 @@ def _record(variant, host, host_iqr, device_samples=None, op="linear", shape="t1
 
 
 def _load(tmp_path, records):
-    import json
-
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"machine_info": {"mlpbench": {"machine": "m"}}, "benchmarks": records}))
     return tables.load_pytest_json([path])
@@ -99,7 +100,7 @@ def test_device_samples_decide_the_noise_of_device_time(tmp_path):
     by = df.set_index("variant")
     assert not by.loc["eager", "noisy"] and by.loc["ours", "noisy"]
     assert by.loc["ours", "speedup_noisy"] and not by.loc["eager", "speedup_noisy"]
-    table = tables.variant_columns(df, "gelu_mul")
+    table = tables.variant_table(df, "gelu_mul").markdown()
     assert "(noisy: IQR" in table and table.count("(noisy)") == 1
 
 
@@ -107,8 +108,6 @@ def test_a_newer_run_without_the_baseline_does_not_hide_a_full_run(tmp_path):
     """A run of a few variants (compiled cases across fresh processes) is newer than the full run: the
     tables still pair every variant with eager from the full run, and a variant measured only in the
     newer run is found there, with its peers from that same run."""
-    import json
-
     def run(name, when, variants):
         recs = [{"stats": {"median": 1e-3}, "extra_info": {
             "case": f"mlp/{v}/bf16/t8-d8-h8", "op": "mlp", "variant": v, "dtype": "bf16", "shape_id": "t8-d8-h8",
@@ -127,3 +126,46 @@ def test_a_newer_run_without_the_baseline_does_not_hide_a_full_run(tmp_path):
     mine = tables.latest_per_case(df, variant="dualgemm")
     assert sorted(mine["variant"]) == ["compiled", "dualgemm"]
     assert set(mine["file"].map(lambda f: f.rsplit("/", 1)[-1])) == {"part.json"}
+
+
+OUTCOMES = [{"case": "gelu_mul/eager/bf16/t8-h8", "outcome": "passed", "reason": "", "shard": 0, "when": "call"},
+            {"case": "gelu_mul/liger/bf16/t8-h8", "outcome": "skipped", "reason": "Liger needs a GPU", "shard": 0,
+             "when": "setup"}]
+
+
+@pytest.mark.parametrize("layout", ["inside the run", "beside the run", "a file alone"])
+def test_outcomes_are_read_from_the_run_json_or_an_old_outcomes_file(tmp_path, layout):
+    run = tmp_path / "20261201T000000Z-standard-1.json"
+    doc = {"machine_info": {"mlpbench": {"machine": "m"}}, "benchmarks": []}
+    if layout == "inside the run":
+        run.write_text(json.dumps(doc | {"outcomes": OUTCOMES}))
+        path = run
+    else:
+        beside = run.with_name(run.stem + ".outcomes.json")
+        beside.write_text(json.dumps({"outcomes": OUTCOMES}))
+        if layout == "beside the run":
+            run.write_text(json.dumps(doc))
+        path = run if layout == "beside the run" else beside
+    assert tables.outcomes(path) == OUTCOMES
+    text = tables.not_timed(path)
+    assert "| gelu_mul/liger/bf16/t8-h8 | skipped | Liger needs a GPU |" in text and "eager" not in text
+
+
+def test_a_run_without_outcomes_has_none(tmp_path):
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"benchmarks": []}))
+    assert tables.outcomes(run) == [] and tables.not_timed(run) == ""
+
+
+def test_one_table_renders_as_markdown_html_and_csv():
+    t = tables.Table(["case", "µs", "note"], [["a/b", "1,234.5 (noisy: IQR 9.0)", 'says "hi", twice'],
+                                               ["c/d", "—", "<b>"]], ["results/pytest/m/r.json"])
+    assert t.markdown().splitlines()[:2] == ["| case | µs | note |", "| --- | --- | --- |"]
+    broken = tables.Table(["reason"], [["AssertionError: a | b\nsecond line"]]).markdown()
+    assert broken.splitlines()[-1] == "| AssertionError: a \\| b second line |"
+    html = t.html()
+    assert "<td class='noisy' data-sort='1234.5'>" in html and "<td class='na'>—</td>" in html
+    assert "&lt;b&gt;" in html and "<b>" not in html
+    assert list(csv.reader(io.StringIO(t.csv()))) == [t.headers, *t.rows]
+    df = pd.DataFrame({"x": [1.5, float("nan")], "y": ["a", None]})
+    assert tables.Table.of(df).rows == [["1.5", "a"], ["", ""]]
