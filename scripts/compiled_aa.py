@@ -80,7 +80,7 @@ def table(paths: list[Path], allowances: dict[str, float] | None = None, calibra
                                 f"({'; '.join(changes) if explained else 'unexplained'})")
         rows.append([case, " / ".join(f"{m * 1e6:,.1f}" for m in medians),
                      f"{max(medians) / min(medians) - 1:.1%}", str(distinct), picks[0] if distinct == 1 else
-                     " | ".join(dict.fromkeys(picks)), threshold or "—", "; ".join(verdicts) or "unchanged"])
+                     "<br>".join(dict.fromkeys(picks)), threshold or "—", "; ".join(verdicts) or "unchanged"])
     head = ["case", "device µs per run", "spread", "distinct picks", "launch configurations", "threshold (from)",
             "gate vs run 1"]
     md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]

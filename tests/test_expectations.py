@@ -2,8 +2,9 @@
 
 import pytest
 import torch
+from fixture_builders import pytest_record, pytest_run
 
-from mlpbench import expectations, profiling, registry, runner
+from mlpbench import expectations, profiling, registry, report, runner
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="kernel launches exist only on a CUDA GPU")
 
@@ -38,27 +39,46 @@ def test_split_k_kernels_are_counted_apart_but_a_sixth_kernel_is_not():
     assert problems and "expected 5 kernels per call" in problems[0] and "saw 6" in problems[0]
 
 
-def test_the_committed_h200_standard_tier_meets_the_expectations(committed_results):
-    """The newest committed H200 record of every standard-tier case, checked against expectations.toml
-    (an older record was checked against the expectations of its own commit: a kernel's policy moves
-    them, as MIN_FUSED_TOKENS did)."""
-    import json
+GEMMS = ["nvjet_sm90_tst_128x256", "nvjet_sm90_tst_128x256", "nvjet_sm90_tst_256x128"]
+FUSED = "triton_poi_fused_gelu_mul_0"
 
-    newest = {b["extra_info"]["case"]: b["extra_info"]
-              for path in sorted((committed_results / "pytest" / "h200").glob("*-standard-*[0-9].json"))
-              for b in json.loads(path.read_text())["benchmarks"]}  # file names start with their UTC time
-    records = list(newest.values())
-    assert all("kernels_per_call" in r for r in records)
-    # every case of today's standard tier has a committed H200 record
-    assert {c.id for c in registry.select("standard")} <= {r["case"] for r in records}
-    def layout(r):
-        found = registry.shape_of(r["op"], r["shape_id"])
-        return found.layout if found else None
 
-    problems = [p for r in records for p in expectations.check(r["op"], r["variant"], r["shape"], r["kernel_names"],
-                                                            r["kernels_per_call"], layout=layout(r),
-                                                            dtype=r["dtype"])]
-    assert problems == []
+def _launches(case, names):
+    """A record of `case` whose profiler pass saw `names` once per call."""
+    return pytest_record(case, 1e-4, kernel_names=names, kernels_per_call=float(len(names)), memsets_per_call=0.0)
+
+
+def test_the_newest_record_of_each_case_is_checked_against_the_expectations(tmp_path):
+    """The report's structure table: each case's newest record against expectations.toml, with
+    the registry's input layout and the record's dtype (an older record was checked against the
+    expectations of its own commit: a kernel's policy moves them, as MIN_FUSED_TOKENS did)."""
+    older = [_launches("mlp/eager/bf16/t8192-d768-h3072", GEMMS + ["copy_kernel", "gelu", "mul"]),  # a stray copy
+             _launches("mlp/compiled/bf16/t8192-d768-h3072", GEMMS + [FUSED])]
+    newer = [_launches("mlp/eager/bf16/t8192-d768-h3072", GEMMS + ["gelu", "mul"]),
+             _launches("mlp/compiled/bf16/t8192-d768-h3072", GEMMS + ["triton_poi_fused_gelu_0",
+                                                                      "triton_poi_fused_mul_1"]),  # lost fusion
+             # fp32: split-K kernels are counted apart, and the dual GEMM never fuses
+             _launches("mlp/eager/fp32/t8192-d768-h3072", GEMMS + ["void cublasLt::splitKreduce_kernel<32, 16>",
+                                                                   "gelu", "mul"]),
+             _launches("mlp/dualgemm/bf16/t8192-d768-h3072", ["_gate_up_interleaved_kernel", GEMMS[2]]),
+             _launches("mlp/dualgemm/fp32/t8192-d768-h3072", [GEMMS[0], "_act_mul_pairs_kernel", GEMMS[2]]),
+             # merged inputs: Liger copies each strided half first
+             _launches("gelu_mul/eager/bf16/t8192-h3072-merged", ["gelu", "mul"]),
+             _launches("gelu_mul/liger/bf16/t8192-h3072-merged", ["copy", "copy", "_geglu_tanh_forward_kernel"]),
+             _launches("gelu_mul/eager/bf16/t8192-h3072", ["gelu", "mul"]),
+             _launches("gelu_mul/liger/bf16/t8192-h3072", ["_geglu_tanh_forward_kernel"])]
+    pytest_run(tmp_path / "pytest", "h200", "20990101T000000Z", older)
+    pytest_run(tmp_path / "pytest", "h200", "20990102T000000Z", newer)
+    t = report.structure_table(report.load(tmp_path).records)
+    rows = {(r[1], r[2]): r[3:] for r in t.rows if r[0] == "h200"}
+    assert len(rows) == len(t.rows)
+    assert rows == {
+        ("mlp", "eager"): ["5", "1 of 2: fp32 t8192-d768-h3072", "0", "2 of 2"],
+        ("mlp", "compiled"): ["5", "0 of 1", "0", "0 of 1"],
+        ("mlp", "dualgemm"): ["2–3", "0 of 2", "0", "2 of 2"],
+        ("gelu_mul", "eager"): ["2", "0 of 2", "0", "2 of 2"],
+        ("gelu_mul", "liger"): ["1–3", "0 of 2", "0", "2 of 2"],
+    }, rows
 
 
 @needs_gpu

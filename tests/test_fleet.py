@@ -88,30 +88,25 @@ def test_no_device_time_gives_an_empty_table():
 
 
 def test_the_report_sets_machines_side_by_side_when_it_has_several(tmp_path):
-    # Two machines' ASV results: the committed H200 file, and the same file as a second machine whose
-    # gelu_mul cases run at half the speed; the report's section puts those cases first.
-    import json
-    import subprocess
-
-    from project_copy import ROOT
+    # Two machines' ASV results of one commit: the second runs the gelu_mul cases at half the speed,
+    # so the report's section puts those cases first and names it behind.
+    from fixture_builders import asv_file, device_times, op_class_rows
 
     from mlpbench import report
 
-    name = "results/asv/h200/ce401b45-existing-py_opt_torch_.venv_bin_python3.json"
-    doc = json.loads(subprocess.run(["git", "show", f"HEAD:{name}"], cwd=ROOT, capture_output=True,
-                                    check=True).stdout)
+    medians = {"gelu_mul/eager/bf16/t8192-h3072": 60e-6, "gelu_mul/ours/bf16/t8192-h3072": 36.5e-6,
+               "mlp/eager/bf16/t8192-d768-h3072": 230e-6, "mlp/ours/bf16/t8192-d768-h3072": 200e-6,
+               "linear/eager/bf16/t8192-i4096-o4096": 700e-6}
     for machine, slower in (("h200", 1.0), ("slowbox", 2.0)):
-        copy = json.loads(json.dumps(doc))
-        copy["params"]["machine"] = machine
-        cols = copy["result_columns"]
-        for bench, row in copy["results"].items():
-            if bench.startswith("standard.GeluMulDevice.track_device_time"):
-                i = cols.index("result")
-                row[i] = [v * slower if v is not None else None for v in row[i]]
-        (tmp_path / "asv" / machine).mkdir(parents=True)
-        (tmp_path / "asv" / machine / "x.json").write_text(json.dumps(copy))
+        mine = {c: m * (slower if c.startswith("gelu_mul/") else 1.0) for c, m in medians.items()}
+        device_times(tmp_path / "asv", machine, "c" * 40, 1, mine, seed=1)
+    # host time is no device time: a machine with only host time adds no column
+    asv_file(tmp_path / "asv", "hostonly", "c" * 40, 1, op_class_rows("track_host_time", medians, kind="Host"))
     _, _, parts = report.sections(tmp_path)
     (across,) = [p for title, p in parts if title == "Across machines"]
     t = [part[1] for part in across if part[0] == "table"][0]
-    assert t.headers[2:4] == ["h200", "slowbox"]
-    assert t.rows[0][0].startswith("gelu_mul/") and t.rows[0][-1] == "slowbox" and t.rows[0][-2] == "2.00×"
+    assert t.headers[2:4] == ["h200", "slowbox"] and "hostonly" not in t.headers
+    assert len(t.rows) == len(medians)
+    assert [r[0].split("/")[0] for r in t.rows[:2]] == ["gelu_mul", "gelu_mul"]
+    assert t.rows[0][-1] == "slowbox" and t.rows[0][-2] == "2.00×"
+    assert all(r[-2] == "1.00×" for r in t.rows[2:]), t.rows

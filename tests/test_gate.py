@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixture_builders import device_times
 from mlpbench import gate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,10 +176,29 @@ def test_missing_results_folder_exits_2(tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-def test_the_committed_h200_runs_of_identical_code_show_no_device_regression(committed_results):
-    verdicts = gate.compare(gate.load(committed_results / "asv"), "45327a1", "78787db")
-    device = [v for v in verdicts if v.benchmark.endswith("track_device_time")]
-    assert len(device) == 4 and all(v.verdict == "unchanged" for v in device)
+# Our kernels and their peers at two shapes, fabricated device times.
+PEERS = {"gelu_mul/eager/bf16/t8192-h3072": 60e-6, "gelu_mul/compiled/bf16/t8192-h3072": 37e-6,
+         "gelu_mul/liger/bf16/t8192-h3072": 40e-6, "gelu_mul/ours/bf16/t8192-h3072": 36.5e-6,
+         "mlp/eager/bf16/t8192-d768-h3072": 230e-6, "mlp/ours/bf16/t8192-d768-h3072": 200e-6}
+X, Y, Z = "d" * 40, "e" * 40, "f" * 40
+
+
+@pytest.fixture
+def aa_history(tmp_path):
+    """Commit X run twice (asv/, asv-aa/: the second run 1% off on the gelu_mul peers, under every floor),
+    commit Z of the same code in asv/, and branch commit Y, our kernels 20% slower (asv-slowdown/)."""
+    device_times(tmp_path / "asv", "h200", X, 1, PEERS, seed=1)
+    device_times(tmp_path / "asv", "h200", Z, 3, PEERS, seed=2)
+    shifted = {c: m * (1.01 if c.startswith("gelu_mul/") and "/ours/" not in c else 1.0) for c, m in PEERS.items()}
+    device_times(tmp_path / "asv-aa", "h200", X, 1, shifted, seed=3)
+    slowed = {c: m * (1.2 if "/ours/" in c else 1.0) for c, m in PEERS.items()}
+    device_times(tmp_path / "asv-slowdown", "h200", Y, 2, slowed, seed=4)
+    return tmp_path
+
+
+def test_runs_of_identical_code_show_no_device_regression(aa_history):
+    verdicts = gate.compare(gate.load(aa_history / "asv"), X[:7], Z[:7])
+    assert len(verdicts) == len(PEERS) and all(v.verdict == "unchanged" for v in verdicts), verdicts
 
 
 def test_detection_trials_find_planted_slowdowns_on_quiet_samples():
@@ -273,15 +293,15 @@ def test_between_run_trials_use_one_run_as_base_and_the_other_as_head():
     assert detection.between_runs(run1, shifted, n_trials=20, slowdowns=(0.0,))["flagged"].all()
 
 
-def test_the_committed_h200_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernel(committed_results):
-    """Real H200 runs: commit 66a83ba twice (results/asv, results/asv-aa), and the unmerged
-    demo/slow-block branch (results/asv-slowdown), whose kernel has a poor block size."""
-    base = gate.load(committed_results / "asv")
-    aa = gate.compare(gate.load(committed_results / "asv-aa"), "66a83ba", "66a83ba", base_points=base)
-    assert len(aa) == 180 and all(v.verdict == "unchanged" for v in aa)
-    slow = gate.compare(gate.load(committed_results / "asv-slowdown"), "66a83ba", "7b82bf3", base_points=base)
+def test_an_aa_pair_flags_nothing_and_the_slowed_branch_only_our_kernels(aa_history):
+    """Two runs of one commit share its hash, so the A/A run and the branch are gated against asv/."""
+    base = gate.load(aa_history / "asv")
+    aa = gate.compare(gate.load(aa_history / "asv-aa"), X[:7], X[:7], base_points=base)
+    assert len(aa) == len(PEERS) and all(v.verdict == "unchanged" for v in aa), aa
+    slow = gate.compare(gate.load(aa_history / "asv-slowdown"), X[:7], Y[:7], base_points=base)
+    assert len(slow) == len(PEERS)
     flagged = {v.param for v in slow if v.verdict == "regression"}
-    assert flagged and all("/ours/" in p for p in flagged)
+    assert flagged == {c for c in PEERS if "/ours/" in c}
     assert all(v.verdict == "unchanged" for v in slow if "/ours/" not in v.param)
 
 

@@ -42,11 +42,40 @@ def test_one_id_parameters_are_looked_up_in_the_registry(tmp_path):
     assert (unknown.op, unknown.variant, unknown.dtype, unknown.shape_id) == (None, None, None, None)
 
 
-def test_every_committed_asv_point_knows_what_it_measures(committed_results):
-    for folder in ("asv", "asv-aa", "asv-slowdown"):
-        points = [p for _, p in results.asv_points(committed_results / folder)]
-        assert points
-        assert all(p.op and p.variant and p.dtype and p.shape_id for p in points), folder
+# Every benchmark layout ASV's history holds, with parameters as its files spell them: one-id classes
+# of the old asv_cases module, compile-time and changing-shapes ids, and op classes of three axes.
+HISTORY = {
+    "asv_cases.GeluMulDevice.track_device_time": [["'gelu_mul/eager/bf16/t8192-h3072'",
+                                                   "'gelu_mul/compiled/bf16/t8192-h3072'"]],
+    "asv_cases.MlpHost.time_host": [["'mlp/eager/fp32/t8192-d768-h3072'", "'mlp/liger/bf16/t8192-d768-h3072'"]],
+    "asv_cases.GeluMulTrainDevice.track_peak_memory": [["'gelu_mul_train/eager/bf16/t8192-h3072'"]],
+    "asv_cases.ChangingShapes.track_total": [["'mlp/compiled/bf16/d768-h3072'",
+                                              "'mlp/compiled-dynamic/bf16/d768-h3072'"]],
+    "standard.CompileTime.track_cold_compile": [["'linear/compiled/bf16/t1024-i32-o64'",
+                                                 "'mlp/compiled/bf16/t8192-d768-h3072'"]],
+    "standard.CompileTimeDynamic.track_recompile_new_shape_dynamic": [["'mlp/compiled/bf16/t8192-d768-h3072'"]],
+    "standard.GeluMulDevice.track_device_time": [["'eager'", "'compiled'"], ["'fp32'", "'bf16'"],
+                                                 ["'t333-h3000'", "'t8192-h3072'"]],
+    "standard.SwigluMlpHost.track_host_time_back_to_back": [["'eager'"], ["'bf16'"], ["'t8192-d4096-h14336'"]],
+    "standard.GemmaModelCodegen.track_codegen": [["'compiled'", "'ourscompiled'"], ["'bf16'"],
+                                                 ["'t2048-d3072-h24576-l2'"]],
+    "quick.GeluMulTrainDevice.track_kernels_per_call": [["'eager'", "'compiled'"], ["'fp32'"], ["'t333-h3000'"]],
+}
+
+
+def test_every_point_of_each_history_layout_knows_what_it_measures(tmp_path):
+    rows = {}
+    for name, params in HISTORY.items():
+        n = 1
+        for axis in params:
+            n *= len(axis)
+        rows[name] = [[1e-4] * n, params, "v3", [None] * n]
+    points = _asv(tmp_path, rows)
+    every = [p for _, p in results.asv_points(tmp_path)]
+    assert len(every) == 23
+    assert [p for p in every if not (p.op and p.variant and p.dtype and p.shape_id)] == []
+    assert points["mlp/compiled-dynamic/bf16/d768-h3072"].variant == "compiled-dynamic"
+    assert points["gemma_model/ourscompiled/bf16/t2048-d3072-h24576-l2"].compiles
 
 
 def test_an_unreadable_asv_file_is_skipped_by_name(tmp_path):
@@ -87,13 +116,13 @@ def test_new_ops_flow_through_tables_report_and_pages(tmp_path):
     (box / "20990101T000000Z-standard-1.json").write_text(json.dumps({
         "machine_info": {"mlpbench": {"machine": "box", "ceilings": ceilings}},
         "datetime": "2099-01-01T00:00:00", "benchmarks": recs}))
-    wide = report.load_wide(tmp_path / "results")
+    wide = report.load(tmp_path / "results").records
     rates = wide.set_index(["op", "variant"])
     assert rates.loc[("swiglu_mlp", "ours"), "tflops"] > 0 and rates[["tflops"]].loc["silu_mul"].isna().all().all()
     assert "TFLOP/s" in tables.variant_table(wide, "swiglu_mlp").headers[2]
     assert "GB/s" in tables.variant_table(wide, "silu_mul").headers[2]
     page = pages.machine_page(tmp_path / "results", tmp_path / "pages", "box")
-    peers = page.split("## Ours against the faster peer")[1].split("## Per op")[0]
+    peers = page.split("## Our kernels against the faster peer")[1].split("\n## ")[0]
     assert "### swiglu_mlp" in peers and "### silu_mul" in peers
     report.write(tmp_path / "results", tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
