@@ -13,6 +13,8 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+from mlpbench import kernel_build
+
 KERNELS_LOCAL = Path(__file__).resolve().parent.parent / "kernels_local"
 LIGER_HUB_REPO = "kernels-community/liger-kernels"
 LIGER_HUB_VERSION = 1  # a pinned major version: Hub code is never taken unpinned
@@ -35,15 +37,18 @@ def version(dist: str) -> str | None:
 
 
 def kernel_repo(name: str) -> Path:
+    """The folder `kernels` loads our repository `name` from: its build/torch-universal, written from
+    kernels_local/<name>'s build.toml and torch-ext/ into a cache folder keyed by their content
+    (nothing built is committed or shipped, so a checkout, an editable install and a wheel load alike)."""
     path = KERNELS_LOCAL / name
-    if not (path / "build").is_dir():
-        raise FileNotFoundError(f"no kernel repository {name!r} at {path} (expected a build/ folder)")
-    return path
+    if not (path / "build.toml").is_file():
+        raise FileNotFoundError(f"no kernel repository {name!r} at {path} (expected a build.toml)")
+    return kernel_build.materialise(path)
 
 
 @functools.cache
 def local_kernel(name: str):
-    """A kernel repository under kernels_local/, loaded through `kernels` from its folder (no network)."""
+    """A kernel repository under kernels_local/, loaded through `kernels` from its built folder (no network)."""
     import kernels
 
     return kernels.get_local_kernel(kernel_repo(name))

@@ -26,4 +26,7 @@ def kernel():
     """The repository's build/torch-universal, loaded as users load it."""
     import kernels
 
-    return kernels.get_local_kernel(REPO)
+    from mlpbench.sources import kernel_repo
+
+    # No build/ is committed: mlpbench writes it from torch-ext/ into a cache folder keyed by the sources.
+    return kernels.get_local_kernel(kernel_repo(REPO.name))
