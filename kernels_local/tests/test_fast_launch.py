@@ -1,4 +1,4 @@
-"""_fast_launch.Launcher's bookkeeping, on stand-ins for a @triton.jit function and the compiled
+"""_fast_launch: Launcher's bookkeeping, on stand-ins for a @triton.jit function and the compiled
 kernel it returns (no GPU needed): what is launched, and when Triton's own path is taken again."""
 
 import importlib.util
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton.language as tl
 
 SOURCE = Path(__file__).resolve().parents[1] / "gelu_mul" / "torch-ext" / "gelu_mul" / "_fast_launch.py"
 
@@ -97,3 +98,33 @@ def test_one_launcher_per_kernel(fast_launch):
     a, b = FakeJit(), FakeJit()
     assert fast_launch.launcher(a) is fast_launch.launcher(a)
     assert fast_launch.launcher(a) is not fast_launch.launcher(b)
+
+
+# --- traceable: what a triton_op body hands to torch.library.wrap_triton ---------------------------
+
+def _add_one(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.load(x + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def test_traceable_keeps_a_compiled_kernel(fast_launch):
+    kernel = object()
+    assert fast_launch.traceable(kernel) is kernel
+
+
+def test_traceable_gives_an_interpreted_kernel_a_jit_stand_in_that_runs_in_the_interpreter(fast_launch):
+    """wrap_triton accepts only a JITFunction: the stand-in is one, and its launches (what the graph's
+    kernel wrapper makes when it runs) go to Triton's interpreter, on CPU tensors."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    interpreted = InterpretedFunction(_add_one)
+    stand_in = fast_launch.traceable(interpreted)
+    assert isinstance(stand_in, JITFunction) and stand_in.interpreted is interpreted
+    assert hash(stand_in) == hash(fast_launch.traceable(interpreted))  # hashed by source, as torch's side table does
+    x = torch.arange(10.0)
+    out = torch.zeros(10)
+    stand_in[(3,)](x, out, 10, BLOCK=4)
+    assert torch.equal(out, x + 1)
+    wrapped = torch.library.wrap_triton(stand_in)
+    assert type(wrapped).__name__ == "TraceableTritonKernelWrapper"

@@ -20,7 +20,11 @@ from torch import nn
 
 import kernels
 
+from mlpbench.sources import kernel_repo
+
 REPO = Path(__file__).resolve().parents[1]
+# What kernels loads: build/torch-universal, written from torch-ext/ into mlpbench's cache (none is committed).
+BUILT = kernel_repo(REPO.name)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 ACTS = {"gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "silu": F.silu}
@@ -235,7 +239,7 @@ def test_cpu_without_interpreter_says_how():
     env["HF_HUB_OFFLINE"] = "1"
     code = (
         "import torch, kernels, pathlib\n"
-        f"k = kernels.get_local_kernel(pathlib.Path({str(REPO)!r}))\n"
+        f"k = kernels.get_local_kernel(pathlib.Path({str(BUILT)!r}))\n"
         "try:\n"
         "    k.gate_up_act_mul(torch.ones(64, 16), torch.ones(16, 16), torch.ones(16, 16), fused=True)\n"
         "except RuntimeError as e:\n"
@@ -266,7 +270,7 @@ def _kernelized(layer, mode):
     torch.manual_seed(0)
     cls = kernels.use_kernel_forward_from_hub(layer)(type(layer, (GatedMLPRef,), {}))
     model = cls(32, 96, LAYERS[layer]).to(DEVICE, torch.bfloat16)  # 16-bit: the fused path
-    mapping = {layer: {DEVICE: kernels.LocalLayerRepository(repo_path=REPO, layer_name=layer)}}
+    mapping = {layer: {DEVICE: kernels.LocalLayerRepository(repo_path=BUILT, layer_name=layer)}}
     with kernels.use_kernel_mapping(mapping, inherit_mapping=False):
         kernels.kernelize(model, mode=mode, device=DEVICE)
     return model

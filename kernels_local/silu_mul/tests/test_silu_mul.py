@@ -20,7 +20,11 @@ from torch import nn
 
 import kernels
 
+from mlpbench.sources import kernel_repo
+
 REPO = Path(__file__).resolve().parents[1]
+# What kernels loads: build/torch-universal, written from torch-ext/ into mlpbench's cache (none is committed).
+BUILT = kernel_repo(REPO.name)
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -343,7 +347,7 @@ def test_cpu_without_interpreter_says_how():
     env["HF_HUB_OFFLINE"] = "1"
     code = (
         "import torch, kernels, pathlib\n"
-        f"k = kernels.get_local_kernel(pathlib.Path({str(REPO)!r}))\n"
+        f"k = kernels.get_local_kernel(pathlib.Path({str(BUILT)!r}))\n"
         "try:\n"
         "    k.silu_mul(torch.ones(4), torch.ones(4))\n"
         "except RuntimeError as e:\n"
@@ -429,7 +433,7 @@ def _kernelized_model(mode):
     model = SwiGLUMLPRef(32, 96).to(DEVICE)
     # Mappings are keyed by the device type of the tensors the model will see:
     # "cpu" here runs the CUDA-typed kernel on CPU tensors under the interpreter.
-    mapping = {"SwiGLUMLP": {DEVICE: kernels.LocalLayerRepository(repo_path=REPO, layer_name="SwiGLUMLP")}}
+    mapping = {"SwiGLUMLP": {DEVICE: kernels.LocalLayerRepository(repo_path=BUILT, layer_name="SwiGLUMLP")}}
     with kernels.use_kernel_mapping(mapping, inherit_mapping=False):
         kernels.kernelize(model, mode=mode, device=DEVICE)
     return model
@@ -443,18 +447,34 @@ def _mlp_reference(model, x):
     return y, x64, w
 
 
-def _check_mlp(model, run, impl, launches, training):
+def _check_mlp(model, run, impl, launches, training, compiled=False):
+    """run(x) against the MLP in float64, gradients included, and the kernels it launched: as recorded,
+    or on a GPU under torch.compile, named by Inductor's generated code (the ops are triton_ops there,
+    launched by that code itself, which never calls the op)."""
     x = torch.randn(2, 5, 32, device=DEVICE, requires_grad=training)
     y64, x64, w64 = _mlp_reference(model, x)
-    with torch.set_grad_enabled(training):
-        out = run(x)
-    assert [k for k, _ in launches] == [impl._silu_mul_fwd_kernel.real]
+    dy = torch.randn(2, 5, 32, device=DEVICE)
+
+    def step():
+        with torch.set_grad_enabled(training):
+            out = run(x)
+        if training:
+            out.backward(dy)
+        return out
+
+    kernels_run = [impl._silu_mul_fwd_kernel.real, impl._silu_mul_bwd_kernel.real][: 1 + training]
+    if compiled and not impl._INTERPRETED:
+        from torch._inductor.utils import run_and_get_code
+
+        out, codes = run_and_get_code(step)
+        code = "\n".join(codes)
+        assert all(k.fn.__name__ in code for k in kernels_run) and f"torch.ops.{impl._NAMESPACE}." not in code
+    else:
+        out = step()
+        assert [k for k, _ in launches] == kernels_run
     assert relative_error(out, y64) <= REL_TOL[torch.float32]
     if training:
-        dy = torch.randn_like(out)
-        out.backward(dy)
         y64.backward(dy.double())
-        assert [k for k, _ in launches] == [impl._silu_mul_fwd_kernel.real, impl._silu_mul_bwd_kernel.real]
         assert relative_error(x.grad, x64.grad) <= REL_TOL[torch.float32]
         for name in PROJECTIONS:
             assert relative_error(getattr(model, name).weight.grad, w64[name].grad) <= REL_TOL[torch.float32], name
@@ -472,15 +492,16 @@ def test_kernelize_swiglu_mlp(kernel, impl, launches, training):
 def test_kernelize_swiglu_mlp_torch_compile(kernel, impl, launches, training):
     """Mode.TORCH_COMPILE keeps our forward (can_torch_compile), and fullgraph tracing succeeds.
 
-    fullgraph=True raises on any graph break; the launches recorded at run time
-    show that the compiled graph called our kernels, not a decomposition.
+    fullgraph=True raises on any graph break; the launches recorded at run time (under the
+    interpreter, where the ops are custom_ops) or Inductor's code (on a GPU, where they are
+    triton_ops) show that the compiled graph runs our kernels, not a decomposition.
     """
     torch._dynamo.reset()  # no cached graph from another test's module
     mode = (kernels.Mode.TRAINING if training else kernels.Mode.INFERENCE) | kernels.Mode.TORCH_COMPILE
     model = _kernelized_model(mode)
     assert model.forward.__func__ is kernel.layers.SwiGLUMLP.forward
     assert model.forward.__func__ is not SwiGLUMLPRef.forward
-    _check_mlp(model, torch.compile(model, fullgraph=True), impl, launches, training)
+    _check_mlp(model, torch.compile(model, fullgraph=True), impl, launches, training, compiled=True)
 
 
 def test_contiguous_tensors_are_seen_as_rows_of_one_tile_and_strided_halves_keep_their_rows(kernel):

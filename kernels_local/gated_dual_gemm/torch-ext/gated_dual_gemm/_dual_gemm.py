@@ -29,6 +29,12 @@ float32 inputs are multiplied in IEEE float32 (no TF32), as PyTorch's matmul doe
 
 Backward (for training) recomputes gate and up with PyTorch's GEMMs and forms the gradients with
 PyTorch ops: correct, not fused.
+
+The public functions are torch.library ops (one node each under torch.compile(fullgraph=True)),
+differentiable through `register_autograd`.  On a GPU they are `triton_op`s: torch.compile
+decomposes them, so Inductor's generated code runs the unfused path's GEMMs and act·mul kernel
+itself; the fused kernel, which takes host-made tensor descriptors, stays behind an opaque
+`custom_op` of its own.  Under the CPU interpreter all are `custom_op`s (see _define_ops).
 """
 
 import contextlib
@@ -38,8 +44,9 @@ import math
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
-from ._fast_launch import launcher, plain, plan_key, remember, token
+from ._fast_launch import launcher, plain, plan_key, remember, token, traceable
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -456,8 +463,23 @@ _INTERPRETED = isinstance(_gate_up_kernel, _InterpretedFunction) if _Interpreted
 
 
 # --------------------------------------------------------------------------- #
-# torch.library op
+# torch.library ops
 # --------------------------------------------------------------------------- #
+# gate_up_act_mul and gate_up_act_mul_interleaved have two registrations (_define_ops):
+#
+# - triton_op (compiled Triton, on a GPU): the body is traceable, so torch.compile decomposes the op
+#   and Inductor's generated code runs what it holds: on the unfused path (few tokens: decode) the
+#   GEMMs and the act·mul kernel, launched by Inductor itself through wrap_triton.  A custom_op stays
+#   opaque: the compiled graph would call it through torch.library's Python dispatch on every call,
+#   host time that a one-token decode feels.  The fused path calls gate_up_act_mul_fused, an opaque
+#   custom_op, because its kernel takes tensor descriptors made on the host (TMA), and wrap_triton
+#   cannot trace those: torch's non-Dynamo tracing of user kernels (what a triton_op body gets)
+#   records no TMA descriptor metadata (torch/_higher_order_ops/triton_kernel_wrap.py,
+#   TracingTritonHOPifier.call_HOP).  The fused path runs at many tokens, where the kernel's time
+#   dwarfs a dispatch.
+# - custom_op (under Triton's CPU interpreter): Inductor compiles a user kernel's source for a GPU,
+#   so a compiled graph cannot launch an interpreted kernel; the opaque ops call it instead.
+#
 # The namespace is the package's import name: loaded through `kernels`, metadata.json's id, which
 # carries a digest of the sources, so two versions of this kernel in one process get separate ops.
 _NAMESPACE = __name__.partition(".")[0]
@@ -548,11 +570,6 @@ def _autograd_backward(ctx, grad_h):
     return (*_backward(*ctx.saved_tensors, ctx.act, grad_h, ctx.needs_input_grad[:3]), None, None, None)
 
 
-_forward_op = torch.library.custom_op(f"{_NAMESPACE}::gate_up_act_mul", _forward, mutates_args=())
-_forward_op.register_fake(_fake_forward)
-_forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
-
-
 def _halves(w_gate_up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The gate and up weights inside an interleaved one, as views (row stride 2·dim, no copy)."""
     return w_gate_up[0::2], w_gate_up[1::2]
@@ -596,10 +613,103 @@ def _autograd_backward_interleaved(ctx, grad_h):
     return dx, (interleave(dwg, dwu) if w_needed else None), None, None, None
 
 
-_interleaved_op = torch.library.custom_op(f"{_NAMESPACE}::gate_up_act_mul_interleaved", _forward_interleaved,
-                                          mutates_args=())
-_interleaved_op.register_fake(_fake_forward_interleaved)
-_interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=_setup_context_interleaved)
+# ----- the fused kernels behind an opaque op: their tensor descriptors are made on the host -----
+def _fused_forward(x2: torch.Tensor, weights: list[torch.Tensor], activation: str, config: list[int]) -> torch.Tensor:
+    """h [m, n] by the fused kernel from x2 [m, k] (a rows view) and `weights` (w_gate and w_up, or
+    one interleaved w_gate_up)."""
+    interleaved = len(weights) == 1
+    if not config and _plain(x2, *weights):
+        out = _planned(x2, tuple(weights), activation, 1, interleaved)
+        if out is not None:
+            return out
+    if interleaved:
+        return _dispatch(x2, tuple(weights), weights[0].shape[0] // 2, activation, 1, config, INTERLEAVED_CONFIGS,
+                         _unfused_interleaved, _launch_interleaved)
+    return _dispatch(x2, tuple(weights), weights[0].shape[0], activation, 1, config, CONFIGS, _unfused, _launch)
+
+
+def _fake_fused_forward(x2, weights, activation, config):
+    n = weights[0].shape[0] // 2 if len(weights) == 1 else weights[0].shape[0]
+    return torch.empty((x2.shape[0], n), dtype=x2.dtype, device=x2.device)
+
+
+# ----- triton_op bodies: traced with fake tensors by torch.compile, and their own fakes -----
+# What they launch through wrap_triton: the kernels, or under the interpreter stand-ins that
+# wrap_triton accepts (_fast_launch.traceable; used only when a test registers triton_ops there).
+_ACT_MUL_KERNEL = traceable(_act_mul_kernel)
+_ACT_MUL_PAIRS_KERNEL = traceable(_act_mul_pairs_kernel)
+
+
+def _launches_here(device: torch.device) -> bool:
+    """Whether a traced body launches on `device`: not on the meta device (shapes only)."""
+    if device.type == "meta":
+        return False
+    _check_runnable(device)
+    return True
+
+
+def _traced(x, weights, n: int, activation: str, fused: int, config: list[int]) -> torch.Tensor:
+    """What both triton_ops do, in traceable Python (sizes may be symbolic): the unfused path as
+    GEMMs and one act·mul kernel launched through wrap_triton, the fused one through its op."""
+    x2 = _rows(x)
+    m = x2.shape[0]
+    out_shape = (*x.shape[:-1], n)
+    if m == 0 or n == 0 or not _launches_here(x.device):
+        return torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    if fused_pays(m, x.dtype) if fused < 0 else bool(fused):
+        return _ops.gate_up_act_mul_fused(x2, list(weights), activation, config).view(out_shape)
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    grid, constexprs = _act_mul_plan(m * n, ACTIVATIONS[activation], x.element_size())
+    if len(weights) == 1:  # interleaved: one GEMM, gate and up in alternate columns
+        y = torch.nn.functional.linear(x2, weights[0])
+        wrap_triton(_ACT_MUL_PAIRS_KERNEL)[grid](y, out, m * n, **constexprs, num_warps=4)
+    else:
+        g = torch.nn.functional.linear(x2, weights[0])
+        u = torch.nn.functional.linear(x2, weights[1])
+        wrap_triton(_ACT_MUL_KERNEL)[grid](g, u, out, m * n, **constexprs, num_warps=4)
+    return out.view(out_shape)
+
+
+def _traced_forward(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str, fused: int,
+                    config: list[int]) -> torch.Tensor:
+    if _plain(x, w_gate, w_up):  # real tensors, outside tracing
+        return _forward(x, w_gate, w_up, activation, fused, config)
+    _check_inputs(x, w_gate, w_up, activation)
+    return _traced(x, (w_gate, w_up), w_gate.shape[0], activation, fused, config)
+
+
+def _traced_forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str, fused: int,
+                                config: list[int]) -> torch.Tensor:
+    if _plain(x, w_gate_up):
+        return _forward_interleaved(x, w_gate_up, activation, fused, config)
+    _check_interleaved(x, w_gate_up, activation)
+    return _traced(x, (w_gate_up,), w_gate_up.shape[0] // 2, activation, fused, config)
+
+
+# ----- registration -----
+def _define_ops(namespace: str, traced: bool) -> None:
+    """Register `namespace`::gate_up_act_mul and ::gate_up_act_mul_interleaved (triton_ops when
+    `traced`, else custom_ops) and ::gate_up_act_mul_fused (a custom_op).
+
+    Defining an op again under the same name replaces the earlier definition, so the namespace
+    must differ between versions (see _NAMESPACE)."""
+    fused_op = torch.library.custom_op(f"{namespace}::gate_up_act_mul_fused", _fused_forward, mutates_args=())
+    fused_op.register_fake(_fake_fused_forward)
+    if traced:
+        forward_op = torch.library.triton_op(f"{namespace}::gate_up_act_mul", _traced_forward, mutates_args=())
+        interleaved_op = torch.library.triton_op(f"{namespace}::gate_up_act_mul_interleaved",
+                                                 _traced_forward_interleaved, mutates_args=())
+    else:
+        forward_op = torch.library.custom_op(f"{namespace}::gate_up_act_mul", _forward, mutates_args=())
+        forward_op.register_fake(_fake_forward)
+        interleaved_op = torch.library.custom_op(f"{namespace}::gate_up_act_mul_interleaved", _forward_interleaved,
+                                                 mutates_args=())
+        interleaved_op.register_fake(_fake_forward_interleaved)
+    forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+    interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=_setup_context_interleaved)
+
+
+_define_ops(_NAMESPACE, traced=not _INTERPRETED)
 
 
 # --------------------------------------------------------------------------- #
@@ -610,8 +720,9 @@ _interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=
 # of shapes, strides, dtypes, devices, activation and fusion is checked and planned once; later calls
 # with that key allocate and launch only.  The public functions take this path directly outside
 # torch.compile when no gradient is wanted (skipping the op's dispatch), and the ops' bodies take
-# it too, which is what a compiled graph calls.  Non-contiguous weights, rows that need a copy,
-# empty inputs and tuning overrides take the general path.
+# it too when called with real tensors (gate_up_act_mul_fused's in a compiled graph; under the
+# interpreter, every op's).  Non-contiguous weights, rows that need a copy, empty inputs and tuning
+# overrides take the general path.
 _PLANS = {}
 
 

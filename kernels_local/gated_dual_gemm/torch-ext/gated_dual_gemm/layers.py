@@ -45,7 +45,7 @@ class GeGLUMLP(nn.Module):
     cuBLAS's down projection. Few tokens take the unfused path (fused_pays)."""
 
     has_backward = True  # recomputes gate and up with PyTorch's GEMMs (not fused)
-    can_torch_compile = True  # a torch.library op with a fake: one node under torch.compile
+    can_torch_compile = True  # a torch.library op: one node under torch.compile (on a GPU a triton_op)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(_gate_up(self, x, "gelu_tanh"))

@@ -16,6 +16,10 @@ planned eager paths) calls `Launcher.planned` with that plan's token: only the t
 then varies, so the plan is the key (for aligned tensors), and the compiled kernel is launched with the current
 stream, as Triton's own launcher does, without building its closure.
 
+Under torch.compile the kernels' ops are `torch.library.triton_op`s whose bodies launch through
+`torch.library.wrap_triton`, so that Inductor launches the kernel from its generated code;
+`traceable` gives those bodies a kernel that wrap_triton accepts, also under the interpreter.
+
 The kernel repositories are loaded as separate packages, so each carries this file; the
 repository's tests check that the copies are the same.  Under Triton's CPU interpreter there is
 no compiled kernel and every call goes through `kernel[grid]`.
@@ -35,6 +39,11 @@ try:
     from triton.tools.tensor_descriptor import TensorDescriptor
 except ImportError:  # pragma: no cover - Triton before host-side descriptors
     TensorDescriptor = None
+
+try:
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:  # pragma: no cover - a Triton without the interpreter
+    InterpretedFunction = None
 
 _INT32 = range(-(2**31), 2**31)
 # Distinct plans a launcher keeps; past this it starts again (a workload of ever-new shapes).
@@ -169,3 +178,35 @@ def launcher(kernel) -> Launcher:
     if entry is None or entry[0] is not kernel:
         entry = _LAUNCHERS[id(kernel)] = kernel, Launcher(kernel)
     return entry[1]
+
+
+class _InterpretedJIT(JITFunction):
+    """A JITFunction of an interpreted kernel's source whose launches run in Triton's interpreter."""
+
+    def __init__(self, interpreted):
+        super().__init__(interpreted.fn)
+        self.interpreted = interpreted
+
+    @property
+    def cache_key(self) -> str:
+        # What a JITFunction hashes by; its own walks the kernel's callees, which the interpreter
+        # made InterpretedFunctions that it refuses.  The source names this stand-in well enough.
+        return f"interpreted {self.fn.__module__}.{self.fn.__qualname__} {self.src}"
+
+    def run(self, *args, grid, warmup=False, **kwargs):
+        return self.interpreted[grid](*args, **kwargs)
+
+
+def traceable(kernel):
+    """What a `torch.library.triton_op` body hands to `torch.library.wrap_triton` for `kernel`.
+
+    A @triton.jit kernel is itself.  Under Triton's CPU interpreter @triton.jit gives an
+    InterpretedFunction, which wrap_triton cannot put in a graph; the stand-in is a JITFunction of
+    the same source whose launches run in the interpreter, so that tests on a CPU can trace the ops
+    and run their graphs eagerly (torch.compile's aot_eager backend).  Inductor compiles a kernel's
+    source for a GPU, which the interpreter does not have: under the interpreter the packages
+    register their ops with custom_op instead (each package's _define_ops).
+    """
+    if InterpretedFunction is not None and isinstance(kernel, InterpretedFunction):
+        return _InterpretedJIT(kernel)
+    return kernel

@@ -25,18 +25,22 @@ BLOCK_M × BLOCK_N tile:
 
 Math is float32; each output is rounded once to the tensor dtype on store.
 
-Both directions are ops registered with `torch.library.custom_op`, with fake
-(shape-only) implementations, so `torch.compile(fullgraph=True)` keeps them
-as single nodes; the forward op is differentiable through `register_autograd`.
+Both directions are torch.library ops, so `torch.compile(fullgraph=True)` keeps
+each as a single node; the forward op is differentiable through `register_autograd`.
+They are `triton_op`s launching through `wrap_triton`, so Inductor launches the
+kernels from its generated code; under the CPU interpreter, `custom_op`s (see
+_define_ops).  Eager calls skip the ops (the planned path, at the end).
 """
 
 import contextlib
+import math
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
-from ._fast_launch import launcher, plain, plan_key, remember, token
+from ._fast_launch import launcher, plain, plan_key, remember, token, traceable
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -72,7 +76,8 @@ def _launch_config(numel: int, element_size: int) -> tuple[int, int]:
     """(elements per program and tensor, num_warps) for tensors of `numel` elements."""
     nbytes = numel * element_size
     for max_bytes, block_bytes, num_warps in _CONFIG_TABLE:
-        if nbytes <= max_bytes:
+        # An unbounded row is not compared: numel may be symbolic (a SymInt while torch.compile traces).
+        if max_bytes == float("inf") or nbytes <= max_bytes:
             return block_bytes // element_size, num_warps
     raise AssertionError("unreachable: the last row of _CONFIG_TABLE is unbounded")
 
@@ -278,13 +283,20 @@ def _as_rows(t: torch.Tensor) -> torch.Tensor:
     return rows if rows is not None else t.contiguous().view(-1, _n_cols(t))
 
 
+def _pow2_up_to(n, cap: int) -> int:
+    """min(triton.next_power_of_2(n), cap) for a power of two cap.  A symbolic n (a SymInt while
+    torch.compile traces the op) is only compared with cap / 2, a guard on its range; it is made a
+    constant only when it is that small."""
+    return cap if n > cap // 2 else triton.next_power_of_2(int(n))
+
+
 def _tile_shape(n_rows: int, n_cols: int, tile_elements: int) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N): a tile of up to tile_elements, as wide as the row allows.
 
     Short rows get several rows per tile, so each program still moves a whole tile.
     """
-    block_n = min(triton.next_power_of_2(n_cols), tile_elements)
-    block_m = min(tile_elements // block_n, triton.next_power_of_2(n_rows))
+    block_n = _pow2_up_to(n_cols, tile_elements)
+    block_m = _pow2_up_to(n_rows, tile_elements // block_n)
     return block_m, block_n
 
 
@@ -314,15 +326,19 @@ def _launches(tensors, config):
     # Row tiles beyond grid dimension 1's cap go in further launches, each over a
     # slice (a view) of the rows.  Contiguous tensors are one row: one launch.
     rows_per_launch = _MAX_GRID_Y * block_m
-    for start in range(0, n_rows, rows_per_launch):
-        part = [t[start : start + rows_per_launch] for t in tensors]
+    if n_rows <= rows_per_launch:  # compared, not iterated: n_rows may be symbolic
+        starts = [None]
+    else:
+        starts = range(0, n_rows, rows_per_launch)
+    for start in starts:
+        part = tensors if start is None else [t[start : start + rows_per_launch] for t in tensors]
         rows = part[0].shape[0]
         # A single row's stride is never used (ONE_ROW): 0 for all, whatever the view.
         strides = [t.stride(0) if rows > 1 else 0 for t in part]
         extent = (rows + block_m) * max(strides) + n_cols
         grid = (triton.cdiv(n_cols, block_n), triton.cdiv(rows, block_m))
-        constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "ONE_ROW": rows == 1 and block_m == 1,
-                      "USE_INT64": _needs_int64(extent, block_n)}
+        constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "ONE_ROW": bool(rows == 1 and block_m == 1),
+                      "USE_INT64": bool(_needs_int64(extent, block_n))}
         yield part, grid, (rows, n_cols, *strides), constexprs, num_warps
 
 
@@ -411,6 +427,17 @@ def _check_runnable(device: torch.device) -> None:
 # --------------------------------------------------------------------------- #
 # torch.library ops
 # --------------------------------------------------------------------------- #
+# Two registrations of the same ops (_define_ops):
+#
+# - triton_op (compiled Triton, on a GPU): the body is traceable (PyTorch ops and kernels launched
+#   through wrap_triton), so torch.compile decomposes the op into the kernel's launch, and
+#   Inductor's generated code launches the kernel itself.  A custom_op stays opaque: the compiled
+#   graph would call it through torch.library's Python dispatch on every call, host time that a
+#   one-token decode feels.  The same body is the op's fake (meta) implementation, and, called with
+#   real tensors outside tracing, it takes the planned path.
+# - custom_op (under Triton's CPU interpreter): Inductor compiles a user kernel's source for a GPU,
+#   so a compiled graph cannot launch an interpreted kernel; the opaque op calls it instead.
+#
 # The op namespace is the package's import name.  Loaded through `kernels`, that is
 # metadata.json's id, which carries a digest of the sources: two different versions
 # of this kernel in one process get separate ops.
@@ -423,6 +450,7 @@ def _op_config(block_size: int, num_warps: int):
     return (block_size, num_warps) if block_size else None
 
 
+# ----- custom_op bodies: called with real tensors (or fake ones by _fake_*) -----
 def _forward(gate: torch.Tensor, up: torch.Tensor, block_size: int = 0, num_warps: int = 0) -> torch.Tensor:
     if not block_size and _plain(gate, up):
         return _planned_forward(gate, up)
@@ -472,6 +500,70 @@ def _fake_backward(grad, gate, up, block_size=0, num_warps=0):
     )
 
 
+# ----- triton_op bodies: traced with fake tensors by torch.compile, and their own fakes -----
+# What they launch through wrap_triton: the kernels, or under the interpreter stand-ins that
+# wrap_triton accepts (_fast_launch.traceable; used only when a test registers triton_ops there).
+_FWD_KERNEL = traceable(_gelu_mul_fwd_kernel)
+_BWD_KERNEL = traceable(_gelu_mul_bwd_kernel)
+
+
+def _launches_here(device: torch.device) -> bool:
+    """Whether a traced body launches on `device`: not on the meta device (shapes only)."""
+    if device.type == "meta":
+        return False
+    _check_runnable(device)
+    return True
+
+
+def _rows_shape(t: torch.Tensor) -> tuple:
+    """t's shape as [rows, last dim] (a 0-dim tensor is one row of one)."""
+    return math.prod(t.shape[:-1]), _n_cols(t)
+
+
+def _traced_launch(kernel, inputs, outputs, config) -> None:
+    """Launch `kernel` (wrap_triton's) once over `inputs` (one shape, any layouts) into `outputs`
+    (new contiguous 2-D [rows, last dim] tensors), with traceable Python only: sizes may be symbolic.
+
+    The kernel gets every tensor as [rows, last dim], the layout of the buffer a linear layer
+    writes, so Inductor's generated code passes such buffers as they are, without a view; the
+    flat (one row) launch of contiguous tensors is planned on views of them.  Layouts without a rows
+    view are copied; so is everything when the rows need more than one grid.
+    """
+    rows = [_as_rows(t) for t in inputs] + list(outputs)
+    plans = list(_launches(rows, config))
+    if len(plans) > 1:  # more row tiles than one grid holds: contiguous tensors are one row
+        rows = [t.contiguous() for t in rows]
+        plans = list(_launches(rows, config))
+    _, grid, scalars, constexprs, num_warps = plans[0]
+    kernel[grid](*rows, *scalars, **constexprs, num_warps=num_warps)
+
+
+def _traced_forward(gate: torch.Tensor, up: torch.Tensor, block_size: int = 0, num_warps: int = 0) -> torch.Tensor:
+    if not block_size and _plain(gate, up):  # real tensors, outside tracing
+        return _planned_forward(gate, up)
+    _check_inputs(gate, up)
+    out = torch.empty(_rows_shape(gate), dtype=gate.dtype, device=gate.device)
+    if gate.numel() and _launches_here(gate.device):
+        _traced_launch(wrap_triton(_FWD_KERNEL), (gate, up), (out,), _op_config(block_size, num_warps))
+    return out.view(gate.shape)
+
+
+def _traced_backward(
+    grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, block_size: int = 0, num_warps: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if not block_size and _plain(grad, gate, up):
+        return _planned_backward(grad, gate, up)
+    _check_inputs(gate, up)
+    _check_grad(grad, gate)
+    grad_gate = torch.empty(_rows_shape(gate), dtype=gate.dtype, device=gate.device)
+    grad_up = torch.empty(_rows_shape(gate), dtype=gate.dtype, device=gate.device)
+    if gate.numel() and _launches_here(gate.device):
+        _traced_launch(wrap_triton(_BWD_KERNEL), (grad.to(gate.dtype), gate, up), (grad_gate, grad_up),
+                       _op_config(block_size, num_warps))
+    return grad_gate.view(gate.shape), grad_up.view(gate.shape)
+
+
+# ----- registration -----
 def _setup_context(ctx, inputs, output):
     gate, up, block_size, num_warps = inputs
     # The inputs as given (views included): the backward kernel reads them in place.
@@ -479,24 +571,35 @@ def _setup_context(ctx, inputs, output):
     ctx.config = (block_size, num_warps)
 
 
-def _autograd_backward(ctx, grad_out):
-    gate, up = ctx.saved_tensors
-    grad_gate, grad_up = _ops.gelu_mul_backward(grad_out, gate, up, *ctx.config)
-    return (
-        grad_gate if ctx.needs_input_grad[0] else None,
-        grad_up if ctx.needs_input_grad[1] else None,
-        None,
-        None,
-    )
+def _define_ops(namespace: str, traced: bool) -> None:
+    """Register `namespace`::gelu_mul and ::gelu_mul_backward: triton_ops when `traced`, else custom_ops.
+
+    Defining an op again under the same name replaces the earlier definition, so the namespace
+    must differ between versions (see _NAMESPACE)."""
+    ops = getattr(torch.ops, namespace)
+
+    def backward(ctx, grad_out):
+        gate, up = ctx.saved_tensors
+        grad_gate, grad_up = ops.gelu_mul_backward(grad_out, gate, up, *ctx.config)
+        return (
+            grad_gate if ctx.needs_input_grad[0] else None,
+            grad_up if ctx.needs_input_grad[1] else None,
+            None,
+            None,
+        )
+
+    if traced:
+        torch.library.triton_op(f"{namespace}::gelu_mul_backward", _traced_backward, mutates_args=())
+        forward_op = torch.library.triton_op(f"{namespace}::gelu_mul", _traced_forward, mutates_args=())
+    else:
+        backward_op = torch.library.custom_op(f"{namespace}::gelu_mul_backward", _backward, mutates_args=())
+        backward_op.register_fake(_fake_backward)
+        forward_op = torch.library.custom_op(f"{namespace}::gelu_mul", _forward, mutates_args=())
+        forward_op.register_fake(_fake_forward)
+    forward_op.register_autograd(backward, setup_context=_setup_context)
 
 
-# Defining an op again under the same name replaces the earlier definition, so
-# the namespace must differ between versions (see _NAMESPACE).
-_backward_op = torch.library.custom_op(f"{_NAMESPACE}::gelu_mul_backward", _backward, mutates_args=())
-_backward_op.register_fake(_fake_backward)
-_forward_op = torch.library.custom_op(f"{_NAMESPACE}::gelu_mul", _forward, mutates_args=())
-_forward_op.register_fake(_fake_forward)
-_forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+_define_ops(_NAMESPACE, traced=not _INTERPRETED)
 
 
 # --------------------------------------------------------------------------- #
@@ -506,8 +609,9 @@ _forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
 # checks, the views and Triton's binding of every argument.  So each key of shapes, strides, dtypes
 # and devices is checked and planned once; later calls with that key allocate and launch only.
 # The public function takes this path directly outside torch.compile (skipping the op's dispatch),
-# and the ops' bodies take it too, which is what a compiled graph calls.  Layouts the kernels
-# cannot read in place, several launches and empty tensors take the general path.
+# and the ops' bodies take it too when called with real tensors (a direct call of the op; under the
+# interpreter, what a compiled graph calls).  Layouts the kernels cannot read in place, several
+# launches and empty tensors take the general path.
 _FORWARD_PLANS = {}
 _BACKWARD_PLANS = {}
 

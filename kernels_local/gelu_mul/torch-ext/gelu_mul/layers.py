@@ -20,8 +20,8 @@ class GeGLUMLP(nn.Module):
 
     # gelu_mul is differentiable (its own fused backward kernel) ...
     has_backward = True
-    # ... and a torch.library op with a fake implementation, so torch.compile
-    # traces it as one node, without a graph break.
+    # ... and a torch.library op, so torch.compile traces it as one node, without a
+    # graph break (on a GPU a triton_op: Inductor's code launches the kernel itself).
     can_torch_compile = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

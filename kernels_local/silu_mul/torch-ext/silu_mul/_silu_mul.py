@@ -9,18 +9,22 @@ any row stride, so the two halves of a merged gate/up projection ([t, 2h]
 chunked into two [t, h] views) are read in place, without a copy.  Math is
 float32; each output is rounded once to the input dtype on store.
 
-Both directions are ops registered with `torch.library.custom_op`, with fake
-(shape-only) implementations, so `torch.compile(fullgraph=True)` keeps them
-as single nodes; the forward op is differentiable through `register_autograd`.
+Both directions are torch.library ops, so `torch.compile(fullgraph=True)` keeps
+each as a single node; the forward op is differentiable through `register_autograd`.
+They are `triton_op`s launching through `wrap_triton`, so Inductor launches the
+kernels from its generated code; under the CPU interpreter, `custom_op`s (see
+_define_ops).  Eager calls skip the ops (the planned path, at the end).
 """
 
 import contextlib
+import math
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
-from ._fast_launch import launcher, plain, plan_key, remember, token
+from ._fast_launch import launcher, plain, plan_key, remember, token, traceable
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -155,14 +159,21 @@ def _rows_of(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return [_as_rows(t) for t in tensors]
 
 
+def _pow2_up_to(n, cap: int) -> int:
+    """min(triton.next_power_of_2(n), cap) for a power of two cap.  A symbolic n (a SymInt while
+    torch.compile traces the op) is only compared with cap / 2, a guard on its range; it is made a
+    constant only when it is that small."""
+    return cap if n > cap // 2 else triton.next_power_of_2(int(n))
+
+
 def _tile(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N): a tile of about _TILE_BYTES per tensor, as wide as the row allows.
 
     Short rows get several rows per tile, so each program still moves a whole tile.
     """
     tile_elements = _TILE_BYTES // element_size
-    block_n = min(triton.next_power_of_2(n_cols), tile_elements)
-    block_m = min(tile_elements // block_n, triton.next_power_of_2(n_rows))
+    block_n = _pow2_up_to(n_cols, tile_elements)
+    block_m = _pow2_up_to(n_rows, tile_elements // block_n)
     return block_m, block_n
 
 
@@ -249,6 +260,17 @@ def _check_runnable(device: torch.device) -> None:
 # --------------------------------------------------------------------------- #
 # torch.library ops
 # --------------------------------------------------------------------------- #
+# Two registrations of the same ops (_define_ops):
+#
+# - triton_op (compiled Triton, on a GPU): the body is traceable (PyTorch ops and kernels launched
+#   through wrap_triton), so torch.compile decomposes the op into the kernel's launch, and
+#   Inductor's generated code launches the kernel itself.  A custom_op stays opaque: the compiled
+#   graph would call it through torch.library's Python dispatch on every call, host time that a
+#   one-token decode feels.  The same body is the op's fake (meta) implementation, and, called with
+#   real tensors outside tracing, it takes the planned path.
+# - custom_op (under Triton's CPU interpreter): Inductor compiles a user kernel's source for a GPU,
+#   so a compiled graph cannot launch an interpreted kernel; the opaque op calls it instead.
+#
 # The op namespace is the package's import name.  Loaded through `kernels`, that is
 # metadata.json's id, which carries a digest of the sources: two different versions
 # of this kernel in one process get separate ops.
@@ -256,6 +278,7 @@ _NAMESPACE = __name__.partition(".")[0]
 _ops = getattr(torch.ops, _NAMESPACE)
 
 
+# ----- custom_op bodies: called with real tensors (or fake ones by _fake_*) -----
 def _forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     if _plain(gate, up):
         return _planned_forward(gate, up)
@@ -308,28 +331,94 @@ def _fake_backward(grad, gate, up):
     )
 
 
+# ----- triton_op bodies: traced with fake tensors by torch.compile, and their own fakes -----
+# What they launch through wrap_triton: the kernels, or under the interpreter stand-ins that
+# wrap_triton accepts (_fast_launch.traceable; used only when a test registers triton_ops there).
+_FWD_KERNEL = traceable(_silu_mul_fwd_kernel)
+_BWD_KERNEL = traceable(_silu_mul_bwd_kernel)
+
+
+def _launches_here(device: torch.device) -> bool:
+    """Whether a traced body launches on `device`: not on the meta device (shapes only)."""
+    if device.type == "meta":
+        return False
+    _check_runnable(device)
+    return True
+
+
+def _rows_shape(t: torch.Tensor) -> tuple:
+    """t's shape as [rows, last dim] (a 0-dim tensor is one row of one)."""
+    return math.prod(t.shape[:-1]), (t.shape[-1] if t.dim() else 1)
+
+
+def _traced_launch(kernel, inputs, outputs) -> None:
+    """Launch `kernel` (wrap_triton's) over `inputs` (one shape, any layouts) into `outputs` (new
+    contiguous 2-D [rows, last dim] tensors), with traceable Python only: sizes may be symbolic.
+
+    The kernel gets every tensor as [rows, last dim], the layout of the buffer a linear layer
+    writes, so Inductor's generated code passes such buffers as they are, without a view; the
+    launch may be planned on other views of them (_rows_of)."""
+    rows = [_as_rows(t) for t in inputs] + list(outputs)
+    grid, scalars, constexprs = _plan(_rows_of(rows))
+    kernel[grid](*rows, *scalars, **constexprs, num_warps=_NUM_WARPS)
+
+
+def _traced_forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    if _plain(gate, up):  # real tensors, outside tracing
+        return _planned_forward(gate, up)
+    _check_inputs(gate, up)
+    out = torch.empty(_rows_shape(gate), dtype=gate.dtype, device=gate.device)
+    if gate.numel() and _launches_here(gate.device):
+        _traced_launch(wrap_triton(_FWD_KERNEL), (gate, up), (out,))
+    return out.view(gate.shape)
+
+
+def _traced_backward(grad: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if _plain(grad, gate, up):
+        return _planned_backward(grad, gate, up)
+    _check_inputs(gate, up)
+    _check_grad(grad, gate)
+    grad_gate = torch.empty(_rows_shape(gate), dtype=gate.dtype, device=gate.device)
+    grad_up = torch.empty(_rows_shape(gate), dtype=gate.dtype, device=gate.device)
+    if gate.numel() and _launches_here(gate.device):
+        _traced_launch(wrap_triton(_BWD_KERNEL), (grad.to(gate.dtype), gate, up), (grad_gate, grad_up))
+    return grad_gate.view(gate.shape), grad_up.view(gate.shape)
+
+
+# ----- registration -----
 def _setup_context(ctx, inputs, output):
     gate, up = inputs
     # The inputs as given (views included): the backward kernel reads them in place.
     ctx.save_for_backward(gate, up)
 
 
-def _autograd_backward(ctx, grad_out):
-    gate, up = ctx.saved_tensors
-    grad_gate, grad_up = _ops.silu_mul_backward(grad_out, gate, up)
-    return (
-        grad_gate if ctx.needs_input_grad[0] else None,
-        grad_up if ctx.needs_input_grad[1] else None,
-    )
+def _define_ops(namespace: str, traced: bool) -> None:
+    """Register `namespace`::silu_mul and ::silu_mul_backward: triton_ops when `traced`, else custom_ops.
+
+    Defining an op again under the same name replaces the earlier definition, so the namespace
+    must differ between versions (see _NAMESPACE)."""
+    ops = getattr(torch.ops, namespace)
+
+    def backward(ctx, grad_out):
+        gate, up = ctx.saved_tensors
+        grad_gate, grad_up = ops.silu_mul_backward(grad_out, gate, up)
+        return (
+            grad_gate if ctx.needs_input_grad[0] else None,
+            grad_up if ctx.needs_input_grad[1] else None,
+        )
+
+    if traced:
+        torch.library.triton_op(f"{namespace}::silu_mul_backward", _traced_backward, mutates_args=())
+        forward_op = torch.library.triton_op(f"{namespace}::silu_mul", _traced_forward, mutates_args=())
+    else:
+        backward_op = torch.library.custom_op(f"{namespace}::silu_mul_backward", _backward, mutates_args=())
+        backward_op.register_fake(_fake_backward)
+        forward_op = torch.library.custom_op(f"{namespace}::silu_mul", _forward, mutates_args=())
+        forward_op.register_fake(_fake_forward)
+    forward_op.register_autograd(backward, setup_context=_setup_context)
 
 
-# Defining an op again under the same name replaces the earlier definition, so
-# the namespace must differ between versions (see _NAMESPACE).
-_backward_op = torch.library.custom_op(f"{_NAMESPACE}::silu_mul_backward", _backward, mutates_args=())
-_backward_op.register_fake(_fake_backward)
-_forward_op = torch.library.custom_op(f"{_NAMESPACE}::silu_mul", _forward, mutates_args=())
-_forward_op.register_fake(_fake_forward)
-_forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
+_define_ops(_NAMESPACE, traced=not _INTERPRETED)
 
 
 # --------------------------------------------------------------------------- #
@@ -339,8 +428,9 @@ _forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
 # checks, the views and Triton's binding of every argument.  So each key of shapes, strides, dtypes
 # and devices is checked and planned once; later calls with that key allocate and launch only.
 # The public function takes this path directly outside torch.compile (skipping the op's dispatch),
-# and the ops' bodies take it too, which is what a compiled graph calls.  Layouts the kernels
-# cannot read in place and empty tensors take the general path.
+# and the ops' bodies take it too when called with real tensors (a direct call of the op; under the
+# interpreter, what a compiled graph calls).  Layouts the kernels cannot read in place and empty
+# tensors take the general path.
 _FORWARD_PLANS = {}
 _BACKWARD_PLANS = {}
 
