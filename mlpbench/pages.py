@@ -30,7 +30,7 @@ def machine_page(results: Path | report.Loaded, folder: Path, machine: str) -> s
             f"from. Figures are medians; one whose IQR is over {report.tables.NOISY_SPREAD:.0%} of its median is "
             "marked noisy with its IQR, and so is every ratio built on it. The plots and the long tables (every "
             "record, the kernels of each call) are in the report (`mlpbench report --output`). How each figure "
-            "is measured: the README's \"What is measured\".")
+            "is measured: docs/method.md, \"What is measured\".")
     return report.markdown(report.sections(data.of(machine), full=False), f"Results on {machine}", (made,), link)
 
 
