@@ -69,11 +69,10 @@ ACTIVATIONS = {"gelu_tanh": 0, "silu": 1}
 # 0 one program per tile, 1 one per SM with the tile and K loops flattened, 2 one per SM, not flattened.
 # Two 128 × 128 float32 accumulators are 128 registers per thread at 8 warps; three stages of x
 # (128 × 64) and both weight tiles (2 × 128 × 64) take 144 KiB of shared memory. Chosen by
-# scripts/dual_gemm_sweep.py on an H200 (results/logs/h200-20261201-dualgemm/dual-gemm-sweep.json,
-# tensor descriptors): bf16 at 8192 × 768 → 3072, 140.8 µs not flattened, 144.8 a program per tile,
-# 153.1 flattened (flattening cost most at few tiles: 14.5 against 11.8 µs at 333 tokens in fp16);
-# fp16 best a program per tile (149.8 µs). float32 halves BLOCK_K so the same stages fit; it is
-# never fused by default (fused_pays).
+# scripts/dual_gemm_sweep.py (tensor descriptors): a program per SM without flattening the loops was
+# fastest for bf16 at the MLP shapes swept, and fp16 favoured one program per tile; flattening cost
+# most where there are few tiles. float32 halves BLOCK_K so the same stages fit; it is never fused
+# by default (fused_pays).
 CONFIGS = {
     torch.bfloat16: (128, 128, 64, 8, 8, 3, 2),
     torch.float16: (128, 128, 64, 8, 8, 3, 0),
@@ -81,18 +80,17 @@ CONFIGS = {
 }
 # Fewer tokens than this take the unfused path (cuBLAS GEMMs, then one act·mul kernel): with
 # BLOCK_M = 128 a few hundred tokens fill few tiles (24 at the blog's hidden size), where cuBLAS
-# picks smaller tiles or splits K. On the H200, at the blog's dims (bf16), the fused kernels stay
-# near 11.5 µs up to 512 tokens while the unfused path takes 10.4 µs at 256 tokens and 12.8 at 333
-# (results/logs/h200-20261201-layouts/dual-gemm-layouts.json; the same crossover in
-# results/logs/h200-20261201-dualgemm/dual-gemm-crossover.json): the crossover lies between.
+# picks smaller tiles or splits K. At the blog's dims (bf16) the fused kernels' time is flat up to
+# 512 tokens (one wave of 128-row tiles) while the unfused path's grows with the tokens, so the
+# unfused path wins at few tokens and the fused one from a few hundred; this bound sits at the
+# crossover found by `scripts/dual_gemm_sweep.py --crossover` (and its --layouts token sweep).
 MIN_FUSED_TOKENS = 300
 # The interleaved-weight kernel (_gate_up_interleaved_kernel), same tuple. Chosen by
-# `scripts/dual_gemm_sweep.py --layouts` on an H200 (results/logs/h200-20261201-layouts/dual-gemm-layouts.json):
-# one program per SM, tile and K loops flattened, was the fastest of the interleaved configurations
-# tried (8; 4 at the token sweep's shapes) at 17 of the 20 shapes and dtypes swept (within 4.6% at
-# the other 3); bf16 at 8192 × 768 → 3072: 129.4 µs against 137.5 for the two-accumulator kernel
-# and 127.5 for cuBLAS's two GEMMs alone (no act·mul); at 8192 × 4096 → 14336, 2,794 against 2,933
-# (cuBLAS 2,764). float32 (fused on request only) keeps its accumulator at 64 registers per thread.
+# `scripts/dual_gemm_sweep.py --layouts`: one program per SM, tile and K loops flattened, was the
+# fastest of the interleaved configurations tried at most shapes and dtypes swept and close to the
+# best at the rest; it beats the two-accumulator kernel and comes close to cuBLAS's two GEMMs alone
+# (no act·mul) at the large MLP shapes. float32 (fused on request only) keeps its accumulator at
+# 64 registers per thread.
 INTERLEAVED_CONFIGS = {
     torch.bfloat16: (128, 128, 64, 8, 8, 3, 1),
     torch.float16: (128, 128, 64, 8, 8, 3, 1),
@@ -301,7 +299,8 @@ def _aligned(t: torch.Tensor) -> bool:
 
 def _can_use_tma(tensors) -> bool:
     """Descriptors where they help: Hopper or later, 16-bit inputs. float32 (only ever fused on
-    request) ran 14,073 µs with descriptors against 3,748 with pointer loads in the sweep above."""
+    request) takes pointer loads: descriptors made it several times slower in the tile sweep
+    (scripts/dual_gemm_sweep.py)."""
     t = tensors[0]
     if TensorDescriptor is None or t.device.type != "cuda" or _INTERPRETED or t.dtype == torch.float32:
         return False
@@ -402,8 +401,8 @@ def _unfused(x2, wg, wu, act: int) -> torch.Tensor:
 def _unfused_interleaved(x2, w, act: int) -> torch.Tensor:
     """The interleaved weights' path where fusing does not pay: ONE cuBLAS GEMM against all 2·hidden
     rows (gate and up land in alternate columns; one launch, and at a few hundred tokens faster than
-    two GEMMs on the halves: 5.9 against 8.5 µs at 256 × 768 → 3072 in bf16 on the H200, the layouts
-    sweep), then one act·mul kernel over the column pairs."""
+    two GEMMs on the halves in the layouts sweep, scripts/dual_gemm_sweep.py --layouts), then one
+    act·mul kernel over the column pairs."""
     y = torch.nn.functional.linear(x2, w)
     out = torch.empty((x2.shape[0], w.shape[0] // 2), dtype=x2.dtype, device=x2.device)
     _check_runnable(y.device)
@@ -415,8 +414,8 @@ def _unfused_interleaved(x2, w, act: int) -> torch.Tensor:
 
 def fused_pays(tokens: int, dtype: torch.dtype) -> bool:
     """Whether the fused kernel is used for `tokens` rows of `dtype` (see MIN_FUSED_TOKENS). Never
-    for float32: Triton's IEEE float32 dot runs on CUDA cores, 3748 µs against cuBLAS's 1554 µs for
-    the two GEMMs at 8192 × 768 → 3072 on the H200 (the sweep above)."""
+    for float32: Triton's IEEE float32 dot runs on CUDA cores, well behind cuBLAS's two GEMMs (the
+    tile sweep, scripts/dual_gemm_sweep.py)."""
     return dtype != torch.float32 and tokens >= MIN_FUSED_TOKENS
 
 

@@ -16,8 +16,8 @@ BLOCK_M × BLOCK_N tile:
 
 - When every tensor is contiguous (activations from nn.Linear), they are one
   row of numel elements: BLOCK_M = 1 and each program moves BLOCK_N
-  consecutive elements, the flat 1-D blocks with 16-byte vector accesses that
-  run at the memory copy ceiling on an H200.
+  consecutive elements: flat 1-D blocks with 16-byte vector accesses, so the
+  kernel's time is set by memory bandwidth, as a copy's is.
 - When rows are strided (the two halves of a merged [t, 2h] gate/up
   projection, chunked into [t, h] views), tiles follow the rows and each
   tensor's row stride is a kernel argument: the halves are read, and their
@@ -59,7 +59,7 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # each thread exactly one 16-byte vector per tensor (block bytes = num_warps * 32 * 16),
 # with 1, 2 and 4 KiB blocks level for large tensors and 2 KiB / 4 warps best or tied
 # on launch-bound ones, so a single row for now.  What it achieves in the suite is in
-# results/pytest/h200/20261129T224302Z-standard-1171.json (the sweep itself is not kept).
+# docs/results/h200.md (`mlpbench run --op gelu_mul` reproduces it; the sweep is not kept).
 # The sweep was of contiguous tensors (flat blocks); strided rows use the same
 # bytes per program, as BLOCK_M × BLOCK_N tiles.
 _CONFIG_TABLE = (
@@ -157,7 +157,7 @@ def _gelu_mul_fwd_kernel(
 ):
     rows, cols, full = _tile_index(n_rows, n_cols, BLOCK_M, BLOCK_N, ONE_ROW, USE_INT64)
     # Offsets here, pointers in each branch: the order the flat kernel had, which the
-    # backward measured ~0.5% faster with on an H200 than pointers built up front.
+    # backward was slightly faster with than with pointers built up front.
     gate_offs = rows * gate_row_stride + cols
     up_offs = rows * up_row_stride + cols
     out_offs = rows * out_row_stride + cols

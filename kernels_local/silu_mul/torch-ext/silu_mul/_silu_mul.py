@@ -148,10 +148,9 @@ def _rows_of(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     When every tensor is contiguous and holds a whole number of tiles, they are seen
     as rows of one tile each ([numel / tile, tile]): consecutive programs then move
     consecutive memory, as a flat kernel does.  Row tiles of a [t, h] view would send
-    consecutive programs (grid dimension 0) down a column, h elements apart: on an
-    H200 that ran 4-5% below Inductor's flat kernel at 8192 x 14336
-    (results/pytest/h200/20261201T073339Z-standard-486.json).  Strided rows keep
-    their [rows, last dim] layout.
+    consecutive programs (grid dimension 0) down a column, h elements apart, which
+    ran measurably below Inductor's flat kernel at large MLP shapes in the suite
+    (`mlpbench run --op silu_mul`).  Strided rows keep their [rows, last dim] layout.
     """
     tile = _TILE_BYTES // tensors[0].element_size()
     if all(t.is_contiguous() for t in tensors) and tensors[0].numel() % tile == 0:
