@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import asv_run, environment, registry
+from . import ab, asv_run, environment, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     nig.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
     nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
     nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
+
+    ab.add_arguments(sub.add_parser("ab", help="before/after: two revisions measured here, alternating fresh processes"))
 
     sto = sub.add_parser("store", help="CI: put this machine's ASV results on the results branch and push to --remote, "
                                        "building again on the new tip when another machine pushed first")
@@ -185,7 +187,7 @@ def main(argv=None) -> int:
     environment.prepare()  # before any command imports torch or huggingface_hub
     args = _parser().parse_args(argv)
     return {"run": _run, "asv": _asv, "check": _check, "report": _report, "nightly": _nightly,
-            "store": _store, "skips": _skips}[args.command](args)
+            "store": _store, "skips": _skips, "ab": lambda a: ab.run(a, ROOT)}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,342 @@
+"""`mlpbench ab --base REV --head REV`: a kernel author's before/after on this box.
+
+Both revisions are checked out into temporary git worktrees (removed afterwards, whatever happens;
+the user's checkout and results/ are never written). Each worktree's own `mlpbench run` measures the
+selected cases in fresh processes, alternating base, head, base, head... for `--rounds` rounds, so
+drift on the box (clocks, heat, other load) falls on both sides alike. It runs with PYTHONPATH and
+the working folder set to the worktree, so that revision's mlpbench, ops and kernels_local are the
+ones imported (kernel builds are cached by a digest of their sources: two revisions, two builds).
+
+Each side's samples are pooled over its rounds and judged by the gate's own rule (gate.judge):
+device time on a GPU, and back-to-back host time beside it (both sides ran on this box); where no
+device time exists (a CPU), host time. The threshold also covers the spread of the rounds' medians:
+pooled samples alone would not show how far a fresh process moves a case. Exit 1 on a regression or
+a case that fails at head, 0 otherwise, 2 on bad input (an unknown revision, a selection a revision
+rejects).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import registry
+
+# (column name, ASV method the gate knows it by, record field holding its samples). The gate, numpy
+# and pandas are imported where used: the command line imports this module to parse.
+DEVICE = ("device time", "track_device_time", "device_time_samples_s")
+BACK_TO_BACK = ("back-to-back host time", "track_host_time_back_to_back", "host_time_back_to_back_samples_s")
+HOST = ("host time", "track_host_time", "host_time_samples_s")
+MARKER = "<!-- mlpbench-ab -->"  # the workflow finds its own PR comment by this line
+ROUNDS = 3
+
+
+class ABInputError(ValueError):
+    """Bad input: exit status 2."""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--base", required=True, help="base revision (anything git rev-parse takes)")
+    p.add_argument("--head", required=True, help="head revision (anything git rev-parse takes)")
+    p.add_argument("--tier", help=f"one of {', '.join(registry.TIERS)} (default: standard on a GPU, quick on a CPU)")
+    p.add_argument("--op", action="append", help=f"repeatable; one of {', '.join(registry.OPS)}")
+    p.add_argument("--variant", action="append", help=f"repeatable; one of {', '.join(registry.all_variants())}")
+    p.add_argument("--dtype", action="append", help=f"repeatable; one of {', '.join(registry.DTYPES)}")
+    p.add_argument("--shape", action="append", help="repeatable; a shape id such as t8192-d768-h3072")
+    p.add_argument("--rounds", type=int, default=ROUNDS, metavar="K",
+                   help=f"processes per side, alternating base and head (default: {ROUNDS})")
+    p.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
+    p.add_argument("--results", type=Path, metavar="DIR",
+                   help="keep each process's results here (default: a temporary folder, removed)")
+    p.add_argument("--repo", type=Path, help="the git repository holding both revisions (default: this checkout)")
+    p.add_argument("--json", action="store_true", help="verdicts as JSON instead of markdown")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="also write the markdown table to FILE")
+
+
+# --- pooling and verdicts (no git, no processes) --------------------------------------------------
+
+@dataclass
+class Side:
+    """One revision's measurements of one case, pooled over its rounds."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)  # by ASV method
+    medians: dict[str, list[float]] = field(default_factory=dict)  # each round's median, by ASV method
+    rounds: int = 0
+    machine: str = "unknown"
+    boxes: set = field(default_factory=set)
+    codegen: list = field(default_factory=list)  # each round's codegen record (compiled cases)
+    info: dict = field(default_factory=dict)  # the first round's record (op, variant, ...)
+    failed: str | None = None  # why the case failed in some round (correctness, a crash)
+    skipped: str | None = None  # why it was not timed (a variant that cannot run or be timed here)
+
+
+def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
+         machines: list[str] | None = None) -> dict[str, Side]:
+    """{case id: Side} from each round's records (pytest-benchmark extra_info dicts) and outcomes."""
+    sides: dict[str, Side] = {}
+    for k, records in enumerate(rounds):
+        for info in records:
+            s = sides.setdefault(info["case"], Side(info=info))
+            s.rounds += 1
+            s.machine = machines[k] if machines else s.machine
+            s.boxes.add(info.get("box_id") or 0)
+            if info.get("codegen"):
+                s.codegen.append(info["codegen"])
+            for _, method, name in (DEVICE, BACK_TO_BACK, HOST):
+                if info.get(name):
+                    s.samples.setdefault(method, []).extend(info[name])
+                    s.medians.setdefault(method, []).append(statistics.median(info[name]))
+    for found in outcomes or []:
+        for o in found:
+            if o.get("outcome") == "failed":
+                sides.setdefault(o["case"], Side()).failed = o.get("reason") or "failed"
+            elif o.get("outcome") == "skipped":
+                sides.setdefault(o["case"], Side()).skipped = o.get("reason") or "skipped"
+    return sides
+
+
+def _point(case: str, method: str, side: Side, commit: str):
+    from .results import Point
+
+    info, samples = side.info, side.samples[method]
+    return Point(side.machine, commit, 0, f"ab.{method}", case, "ab", float(sorted(samples)[len(samples) // 2]),
+                 tuple(samples), info.get("op"), info.get("variant"), info.get("dtype"), info.get("shape_id"),
+                 compiles="codegen" in info)
+
+
+def between(base: Side, head: Side, method: str) -> float | None:
+    """The between-process allowance seen in this run: MULTIPLE × the pooled standard deviation of
+    log round medians about each side's own mean (as between_runs measures A/A runs), None below
+    its MIN_RUNS - 1 degrees of freedom. Pooled samples alone would not show a process's offset."""
+    from . import between_runs
+
+    logs = [[math.log(m) for m in s.medians.get(method, []) if m > 0] for s in (base, head)]
+    dof = sum(len(x) - 1 for x in logs if x)
+    if dof < between_runs.MIN_RUNS - 1:
+        return None
+    ss = sum((v - statistics.fmean(x)) ** 2 for x in logs if x for v in x)
+    return between_runs.MULTIPLE * math.sqrt(ss / dof)
+
+
+def _box(side: Side) -> int | None:
+    return next(iter(side.boxes)) if len(side.boxes) == 1 else None
+
+
+def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None = None,
+          results_root: Path | None = None, codegen_root: Path | None = None) -> list[dict]:
+    """One row per case and metric: the case id, the metric's name and gate.judge's verdict on the
+    pooled samples, as a dict (gate.Verdict's fields). `results_root`: where between-runs/ is read."""
+    from . import between_runs, codegen_record, gate
+    from .results import Point
+
+    rows = []
+    verdicts, bpts, hpts = [], [], []
+    for case in sorted(base.keys() | head.keys()):
+        b, h = base.get(case), head.get(case)
+        failed = [f"failed at {name}: {s.failed}" for name, s in (("base", b), ("head", h)) if s and s.failed]
+        if failed or b is None or h is None or not b.samples or not h.samples:
+            skipped = next((s.skipped for s in (h, b) if s and s.skipped), None)
+            why = "; ".join(failed) or (f"not timed: {skipped}" if skipped else "not timed" if b and h
+                                        else f"only at {'base' if b else 'head'}")
+            rows.append({"case": case, "metric": "—", "verdict": why})
+            continue
+        # device time where it exists, with back-to-back host time beside it; else host time
+        metrics = [m for m in (DEVICE, BACK_TO_BACK) if m[1] in b.samples and m[1] in h.samples] \
+            if DEVICE[1] in b.samples else [HOST] if HOST[1] in b.samples and HOST[1] in h.samples else []
+        for label, method, _ in metrics:
+            pb, ph = _point(case, method, b, "base"), _point(case, method, h, "head")
+            try:
+                allow = {pb.machine: between_runs.load(results_root, pb.machine)}
+                host = {pb.machine: between_runs.load(results_root, pb.machine, between_runs.HOST)}
+            except ValueError as exc:
+                raise ABInputError(str(exc)) from None
+            boxes = (_box(b), _box(h)) if method == gate.BACK_TO_BACK else None
+            # the larger of the machine's A/A allowance (results/between-runs/) and this run's own
+            allowances = [a for a in (gate.allowance(pb, allow, host), between(b, h, method)) if a]
+            v = gate.judge(pb, ph, threshold, gated=True, between=max(allowances, default=None), boxes=boxes)
+            verdicts.append(v)
+            rows.append({"case": case, "metric": label, "samples": [len(b.samples[method]), len(h.samples[method])],
+                         "rounds": [b.rounds, h.rounds], "_v": v})
+        # codegen per side (its most common record), so gate.attribute can name what changed
+        for side, pts, commit in ((b, bpts, "base"), (h, hpts, "head")):
+            if side.codegen and codegen_root is not None:
+                rec = Counter(json.dumps(c, sort_keys=True) for c in side.codegen).most_common(1)[0][0]
+                rec = json.loads(rec)
+                if rec.get("fingerprint") is not None:
+                    codegen_record.store(rec, codegen_root)
+                    pts.append(Point(side.machine, commit, 0, f"ab.{gate.CODEGEN}", case, "ab",
+                                     float(rec["fingerprint"]), None))
+    gate.attribute(verdicts, bpts, hpts, codegen_root)
+    for r in rows:
+        if "_v" in r:
+            r |= asdict(r.pop("_v"))
+    return rows
+
+
+def failing(rows: list[dict]) -> bool:
+    return any(r["verdict"] == "regression" or r["verdict"].startswith("failed at head") for r in rows)
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
+
+
+def markdown(rows: list[dict], base: str, head: str, rounds: int) -> str:
+    reg = sum(r["verdict"] == "regression" for r in rows)
+    imp = sum(r["verdict"] == "improvement" for r in rows)
+    lines = [MARKER, f"**mlpbench ab** {base[:10]} → {head[:10]}: {len(rows)} rows, {reg} regressed, {imp} improved "
+             f"({rounds} alternating processes per side; samples pooled; the gate's test)", "",
+             "| case | metric | base median | head median | ratio | 99% interval | threshold (from) | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "ratio" not in r:
+            lines.append(f"| {r['case']} | — | — | — | — | — | — | {r['verdict']} |")
+            continue
+        ci = f"{r['ci_low']:.4f}–{r['ci_high']:.4f}" if r["ci_low"] is not None else "—"
+        verdict = r["verdict"] + (f" ({r['cause']})" if r.get("cause") else "")
+        lines.append(f"| {r['case']} | {r['metric']} | {_fmt(r['base'])} | {_fmt(r['head'])} | {r['ratio']:.4f} "
+                     f"| {ci} | {r['threshold']:.1%} ({r['threshold_from']}) | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- git worktrees and processes ------------------------------------------------------------------
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+
+
+def resolve(repo: Path, rev: str) -> str:
+    found = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if found.returncode != 0:
+        raise ABInputError(f"revision {rev!r} is not a commit in {repo}")
+    return found.stdout.strip()
+
+
+def _selection(args) -> list[str]:
+    return [f"--{flag}={v}" for flag in ("op", "variant", "dtype", "shape") for v in getattr(args, flag) or []]
+
+
+def _env(tree: Path) -> dict:
+    path = os.environ.get("PYTHONPATH")
+    return os.environ | {"PYTHONPATH": str(tree) + (os.pathsep + path if path else "")}
+
+
+def _preflight(tree: Path, tier: str, args, name: str) -> None:
+    """The worktree's own registry validates the selection, and its mlpbench must be what imports."""
+    code = ("import json, sys, mlpbench; from mlpbench import registry as r\n"
+            "try: n = len(r.select(*json.loads(sys.argv[1])))\n"
+            "except r.SelectionError as e: sys.exit(f'{e}')\n"
+            "print(json.dumps([mlpbench.__file__, n]))")
+    sel = [tier] + [getattr(args, f) for f in ("op", "variant", "dtype", "shape")]
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(sel)], cwd=tree, env=_env(tree),
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ABInputError(f"at {name}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
+    where, n = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(where).resolve().is_relative_to(tree.resolve()):
+        raise ABInputError(f"at {name}: mlpbench imports from {where}, not from the worktree {tree}")
+    if not n:
+        raise ABInputError(f"at {name}: the selection matches no case of tier {tier!r}")
+
+
+def _measure(tree: Path, out: Path, tier: str, args) -> tuple[int, str]:
+    """One `mlpbench run` of the worktree in a fresh process; its results under `out`. The worktree's
+    run builds pytest's argv (run_suite), one GPU (--shards 1) so both sides see the same one."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "mlpbench.cli", "run", f"--tier={tier}", *_selection(args),
+           f"--results={out}", "--shards=1"]
+    with open(out / "log.txt", "w") as log:
+        rc = subprocess.run(cmd, cwd=tree, env=_env(tree), stdout=log, stderr=subprocess.STDOUT).returncode
+    return rc, (out / "log.txt").read_text()
+
+
+def _read(out: Path) -> tuple[list[dict], list[dict], str]:
+    """A round's records, outcomes and machine from the files `mlpbench run` wrote under `out`."""
+    from .results import pytest_runs
+
+    files = sorted(p for p in out.rglob("*.json") if not p.name.startswith("."))
+    records, outcomes, machine = [], [], "unknown"
+    for path in files:
+        doc = json.loads(path.read_text())
+        outcomes += doc.get("outcomes", [])
+    for run in pytest_runs([p for p in files if not p.name.endswith(".outcomes.json")]):
+        machine = run.machine
+        records += [b.get("extra_info", {}) for b in run.benchmarks if "case" in b.get("extra_info", {})]
+    return records, outcomes, machine
+
+
+def _default_tier() -> str:
+    from .runner import default_device
+
+    return "standard" if default_device() == "cuda" else "quick"
+
+
+def measure(args, repo: Path, shas: dict[str, str], work: Path, tier: str) -> dict[str, dict[str, Side]]:
+    trees = {}
+    try:
+        for name, sha in shas.items():
+            trees[name] = work / f"tree-{name}"
+            made = _git(repo, "worktree", "add", "--detach", str(trees[name]), sha)
+            if made.returncode != 0:
+                raise ABInputError(f"git worktree add {sha[:10]} failed: {made.stderr.strip()}")
+        for name, tree in trees.items():
+            _preflight(tree, tier, args, name)
+        results = args.results or work / "results"
+        rounds = {name: ([], [], []) for name in trees}
+        for k in range(1, args.rounds + 1):
+            for name, tree in trees.items():
+                t0 = time.perf_counter()
+                rc, log = _measure(tree, results / f"{name}-{k}", tier, args)
+                print(f"mlpbench ab: {name} {shas[name][:10]} round {k}/{args.rounds}: exit {rc} "
+                      f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+                if rc not in (0, 1):  # 1: a case failed, said in its outcomes; anything else stops
+                    tail = "\n".join(log.strip().splitlines()[-15:])
+                    raise ABInputError(f"`mlpbench run` at {name} ({shas[name][:10]}) exited {rc}:\n{tail}")
+                records, outcomes, machine = _read(results / f"{name}-{k}")
+                for store, value in zip(rounds[name], (records, outcomes, machine)):
+                    store.append(value)
+        return {name: pool(r, o, m) for name, (r, o, m) in rounds.items()}
+    finally:
+        for tree in trees.values():
+            _git(repo, "worktree", "remove", "--force", str(tree))
+        _git(repo, "worktree", "prune")
+
+
+def run(args, root: Path) -> int:
+    repo = (args.repo or root).resolve()
+    if args.rounds < 1:
+        print(f"mlpbench: error: --rounds {args.rounds}: at least 1", file=sys.stderr)
+        return 2
+    if args.threshold is not None and not 0 <= args.threshold < 1000:
+        print(f"mlpbench: error: --threshold {args.threshold} is not a percentage in [0, 1000)", file=sys.stderr)
+        return 2
+    if args.tier is not None and args.tier not in registry.TIERS:
+        print(f"mlpbench: error: --tier {args.tier!r}; valid: {', '.join(registry.TIERS)}", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="mlpbench-ab-"))
+    try:
+        shas = {"base": resolve(repo, args.base), "head": resolve(repo, args.head)}
+        tier = args.tier or _default_tier()
+        sides = measure(args, repo, shas, work, tier)
+        rows = judge(sides["base"], sides["head"], None if args.threshold is None else args.threshold / 100,
+                     results_root=repo / "results", codegen_root=work)
+    except ABInputError as exc:
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = markdown(rows, shas["base"], shas["head"], args.rounds)
+    if args.markdown:
+        args.markdown.write_text(text)
+    print(json.dumps(rows, indent=1) if args.json else text)
+    return 1 if failing(rows) else 0
