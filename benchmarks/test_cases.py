@@ -4,6 +4,7 @@ Each case is checked against float64 before it is timed (a wrong result fails th
 timed), then its device time (CUDA-graph replay) and peak memory are measured by
 `mlpbench.timing`, then host time of calls queued back to back (GPU only), then a profiler pass records the kernels
 each call launches (GPU only), then pytest-benchmark times host calls with a synchronising timer.
+The record keeps the case's wall time and the part each of these phases took (`runner.Phases`).
 On a CPU the case is built and timed with `runner.cpu_threads()` intra-op threads, and the record says how many.
 """
 
@@ -39,23 +40,31 @@ def _release_memory(request):
 
 @pytest.mark.benchmark(timer=sync_perf_counter)
 def test_case(benchmark, case, request):
+    phases = runner.Phases()
     device = runner.default_device()
     reason = runner.skip_reason(case, device)
     if reason:
         pytest.skip(reason)
     with runner.measuring_threads(device):  # built and timed with the suite's thread count on a CPU
-        prepared = runner.prepare(case, device)  # raises CorrectnessError: failed, never timed
+        with phases("check"):
+            prepared = runner.prepare(case, device)  # raises CorrectnessError: failed, never timed
         benchmark.group = f"{case.op}/{case.shape.id}/{case.dtype}"
         record = runner.describe(prepared, selected_tier(request.config))
         reason = runner.timing_skip_reason(case, device)
         if reason:
             pytest.skip(reason)
-        record.set(**runner.device_metrics(prepared), **runner.back_to_back_metrics(prepared),
-                   **runner.structure(prepared, request.config.getoption("--trace-dir")))
+        with phases("device"):
+            record.set(**runner.device_metrics(prepared))
+        with phases("host"):
+            record.set(**runner.back_to_back_metrics(prepared))
+        with phases("profile"):
+            record.set(**runner.structure(prepared, request.config.getoption("--trace-dir")))
         benchmark.extra_info.update(record.extra_info())
-        benchmark(prepared.workload.fn, *prepared.input_sets[0])
+        with phases("host"):
+            benchmark(prepared.workload.fn, *prepared.input_sets[0])
     if benchmark.stats is not None:  # None under --benchmark-disable: the call ran once, untimed
         stats = benchmark.stats.stats
         # Some of the rounds themselves: the tables' noise test looks for scheduler ticks in them.
         record.set(host_time_s=stats.median, host_time_samples_s=timing.evenly_spaced(stats.data))
-        benchmark.extra_info.update(record.extra_info())
+    record.set(**phases.fields())
+    benchmark.extra_info.update(record.extra_info())

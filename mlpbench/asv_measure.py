@@ -3,7 +3,8 @@
 Building and compiling a case costs far more than measuring it, and ASV starts a process for every
 parameter combination of every benchmark, so one setup_cache measures every case of a class. An
 entry is the case's record fields, {"skip": reason} (its setup raises NotImplementedError, ASV's
-skip) or {"error": ...} (the case failed, a CorrectnessError included: recorded as failed).
+skip) or {"error": ...} (the case failed, a CorrectnessError included: recorded as failed). A
+measured entry holds the case's wall time and its phases as the pytest suite's records do.
 """
 
 from __future__ import annotations
@@ -43,27 +44,35 @@ def each(ids: list[str], label: str, measure) -> dict:
 def measure_case(case_id: str, results: Path | None = None) -> dict:
     """Everything the op classes report for one case, after its float64 check. A compiled case's
     codegen record goes under `results` (the results root, the folder holding asv/; None: nowhere)."""
+    phases = runner.Phases()
     case = registry.case_by_id(case_id)
     device = runner.default_device()
     reason = reason_not_here(case, device)
     if reason:
         raise NotImplementedError(reason)
     with runner.measuring_threads(device):
-        p = runner.prepare(case, device)  # raises CorrectnessError: recorded as failed, never timed
+        with phases("check"):
+            p = runner.prepare(case, device)  # raises CorrectnessError: recorded as failed, never timed
         reason = runner.timing_skip_reason(case, device)
         if reason:
             raise NotImplementedError(reason)
-        record = runner.describe(p, None).set(**runner.device_metrics(p), **runner.back_to_back_metrics(p),
-                                              **runner.structure(p))
+        record = runner.describe(p, None)
+        with phases("device"):
+            record.set(**runner.device_metrics(p))
+        with phases("host"):
+            record.set(**runner.back_to_back_metrics(p))
+        with phases("profile"):
+            record.set(**runner.structure(p))
         # A tenth of a second of single calls (at least ten): host time is reported, not gated, on a GPU,
         # and a nightly of ~270 cases must leave time for the compile benchmarks.
-        record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
-                                                                min_samples=10))
+        with phases("host"):
+            record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0], budget_s=0.1,
+                                                                    min_samples=10))
     if record.codegen_fingerprint is not None and results is not None:
         # ASV keeps numbers only: the fingerprint goes into its results (track_codegen), the record
         # beside them, content-addressed, for the gate to say what changed (results_dir's parent).
         codegen_record.store(record.codegen, results)
-    return record.extra_info()
+    return record.set(**phases.fields()).extra_info()
 
 
 def entry(cache: dict, case_id: str) -> dict:

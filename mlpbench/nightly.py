@@ -6,19 +6,29 @@
 3. gate it against the previous commit recorded for this machine (`mlpbench check`); host time,
    compared between runs of one box only, against the previous commit this box recorded where
    another box recorded that one (gate.host_on_one_box);
-4. write a markdown summary (to $GITHUB_STEP_SUMMARY when set).
+4. write a markdown summary (to $GITHUB_STEP_SUMMARY when set), with the night's wall time against
+   the previous night's on this machine (results/nightly/<machine>.json, which `mlpbench store` keeps);
+   a night more than 20% slower than the previous one is warned of, not failed.
 
 Exit status: 0 when nothing regressed, 1 on a regression, 3 when a step failed (ASV, publishing).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import subprocess
 import sys
+import time
+import warnings
 from pathlib import Path
 
 from . import asv_run, gate
+
+# A night slower than the previous night on its machine by more than this is warned of in the summary:
+# the suite's own cost is a budget too, and a step up in it is cheapest to find the morning after.
+WALL_GROWTH = 0.20
 
 
 def _say(msg: str) -> None:
@@ -32,21 +42,79 @@ def _step(name: str, cmd: list[str], cwd: Path) -> bool:
     return ok
 
 
+def history_path(repo: Path, machine: str) -> Path:
+    """Where a machine's nights are kept: a JSON list of {commit, date, wall_s, bench}, oldest first."""
+    return repo / "results" / "nightly" / f"{machine}.json"
+
+
+def load_history(path: Path) -> list[dict]:
+    """The nights recorded in `path`; [] where there is none, or (with a warning) where it is unreadable:
+    a lost history costs one night's comparison, never the nightly."""
+    if not path.is_file():
+        return []
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, list):
+            raise ValueError("not a list")
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"ignoring {path}: not a readable nightly history ({exc})", stacklevel=2)
+        return []
+    return [n for n in doc if isinstance(n, dict) and isinstance(n.get("wall_s"), (int, float))]
+
+
+def _duration(s: float) -> str:
+    minutes, seconds = divmod(round(s), 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{s:.1f} s"
+
+
+def wall_time_lines(wall_s: float, history: list[dict], bench: str, steps: dict[str, float]) -> list[str]:
+    """The summary's lines on this night's wall time (`steps`: seconds per step), against the previous
+    night in `history` that ran the same benchmarks; a "**Warning:**" line when it grew by more than
+    WALL_GROWTH."""
+    split = ", ".join(f"{name} {_duration(t)}" for name, t in steps.items())
+    lines = [f"Wall time: {_duration(wall_s)}" + (f" ({split})." if split else ".")]
+    previous = [n for n in history if n.get("bench") == bench]
+    if not previous:
+        return lines + ["No earlier night of these benchmarks on this machine to compare it with."]
+    last = previous[-1]
+    what = f"{_duration(last['wall_s'])} ({str(last.get('commit', ''))[:8]}, {last.get('date', 'undated')})"
+    if last["wall_s"] > 0 and wall_s > last["wall_s"] * (1 + WALL_GROWTH):
+        return lines + [f"**Warning:** this night took {wall_s / last['wall_s'] - 1:.0%} longer than the previous "
+                        f"night on this machine, {what}: more than the {WALL_GROWTH:.0%} allowed."]
+    return lines + [f"The previous night on this machine took {what}."]
+
+
+def record_night(path: Path, history: list[dict], night: dict) -> None:
+    from .atomic import write_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, [*history, night])
+
+
 def run(args) -> int:
+    started = time.perf_counter()
     repo = args.repo.resolve()
     made = asv_run.command(args)
     if isinstance(made, int):
         return made
     cmd, head, machine = made
+    bench = cmd[cmd.index("--bench") + 1]
+    steps: dict[str, float] = {}
     summary_path = args.summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY")
                                     else repo / "results" / "nightly-summary.md")
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
     failed = []
+    t0 = time.perf_counter()
     if not _step("record", cmd + ["--record-samples"], repo):
         failed.append("ASV run")
-    if not args.no_publish and not _step("publish", [sys.executable, "-m", "asv", "publish"], repo):
-        failed.append("asv publish")
+    steps["record"] = time.perf_counter() - t0
+    if not args.no_publish:
+        t0 = time.perf_counter()
+        if not _step("publish", [sys.executable, "-m", "asv", "publish"], repo):
+            failed.append("asv publish")
+        steps["publish"] = time.perf_counter() - t0
 
+    t0 = time.perf_counter()
     verdicts = []
     try:
         points = [p for p in gate.load(repo / "results" / "asv") if p.machine == machine]
@@ -69,7 +137,15 @@ def run(args) -> int:
             lines += ["", gate.markdown(verdicts)]
     except gate.GateInputError as exc:
         failed.append(f"gate: {exc}")
+    steps["gate"] = time.perf_counter() - t0
     regressed = [v for v in verdicts if v.verdict == "regression"]
+    wall_s = time.perf_counter() - started
+    kept = history_path(repo, machine)
+    history = load_history(kept)
+    lines[2:2] = [*wall_time_lines(wall_s, history, bench, steps), ""]
+    if not failed:  # a night with a failed step is not one to compare the next with
+        record_night(kept, history, {"commit": head, "bench": bench, "wall_s": round(wall_s, 1),
+                                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
     if failed:
         lines += ["", "## Failed steps", "", *[f"- {f}" for f in failed]]
     summary_path.parent.mkdir(parents=True, exist_ok=True)

@@ -66,6 +66,12 @@ class Record:
     profiled_host_time_per_call_s: float = _f("s", "wall time per call under the profiler (inflated by it)")
     structure_problems: list = _f("", "where the launches differ from mlpbench/expectations.toml")
     profile_error: str = _f("", "why the profiler pass failed, when it did")
+    # --- the suite's own cost (runner.Phases): wall time of measuring this case, and its phases
+    wall_s: float = _f("s", "wall time of the case, from its skip checks to its last measurement")
+    phase_check_s: float = _f("s", "building the case and its float64 check (compiled variants compile here)")
+    phase_device_s: float = _f("s", "device timing and peak memory (GPU)")
+    phase_host_s: float = _f("s", "host timing: single synchronised calls and calls back to back")
+    phase_profile_s: float = _f("s", "the profiler pass (GPU)")
 
     def set(self, **values) -> "Record":
         for name, value in values.items():

@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import html
 import io
+import json
 import re
 import warnings
 from collections import Counter
@@ -74,6 +75,7 @@ class Loaded:
     points: list[tuple[Path, Point]]  # every ASV result point, with its file
     outcomes: pd.DataFrame  # one row per case outcome of a run: machine, run, datetime, case, outcome, reason
     measurements: pd.DataFrame  # one row per measurement, pytest and ASV (MEASUREMENT_COLUMNS): report.csv
+    run_walls: dict = dataclasses.field(default_factory=dict)  # run label → its `mlpbench_run`, where it has one
 
     @property
     def machines(self) -> list[str]:
@@ -93,9 +95,10 @@ class Loaded:
         def rows(df):
             return df[df["machine"] == machine] if not df.empty else df
 
-        return Loaded(self.root, [r for r in self.runs if r.machine == machine], rows(self.records),
-                      [(f, p) for f, p in self.points if p.machine == machine], rows(self.outcomes),
-                      rows(self.measurements))
+        runs = [r for r in self.runs if r.machine == machine]
+        return Loaded(self.root, runs, rows(self.records), [(f, p) for f, p in self.points if p.machine == machine],
+                      rows(self.outcomes), rows(self.measurements),
+                      {k: v for k, v in self.run_walls.items() if k in {self.label(r.path) for r in runs}})
 
 
 def load(results: Path) -> Loaded:
@@ -106,7 +109,8 @@ def load(results: Path) -> Loaded:
     if not records.empty:
         records["run"] = [label(Path(f), results) for f in records["file"]]
     points = asv_points(results / "asv")
-    return Loaded(results, runs, records, points, _outcomes(results, runs), _measurements(results, records, points))
+    return Loaded(results, runs, records, points, _outcomes(results, runs), _measurements(results, records, points),
+                  {label(r.path, results): w for r in runs if (w := _run_wall(r.path))})
 
 
 def loaded(results: Path | Loaded) -> Loaded:
@@ -556,7 +560,7 @@ def runs_table(data: Loaded) -> tables.Table:
                      f"{info.get('kernels', '—')}",
                      tables.copy_ceiling(c),
                      f"{c['gemm_bf16_flops'] / 1e12:,.0f} TFLOP/s" if c.get("gemm_bf16_flops") else "—",
-                     str(len(info.get("mlpbench_shards") or []) or 1)])
+                     str(len({b.get("extra_info", {}).get("shard") for b in run.benchmarks} - {None}) or 1)])
     return tables.Table(["machine", "file", "saved (UTC)", "commit", "tier", "records", "GPU", "driver / CUDA",
                          "torch / triton / liger-kernel / kernels", "copy ceiling", "bf16 GEMM ceiling", "processes"],
                         rows, sorted(data.label(r.path) for r in data.runs))
@@ -645,6 +649,93 @@ def not_timed_table(outcomes: pd.DataFrame) -> tables.Table:
     d = newest[newest["outcome"] != "passed"].sort_values(["machine", "case"])
     rows = [[r.machine, r.case, r.outcome, r.reason, r.run.rsplit("/", 1)[-1]] for r in d.itertuples()]
     return tables.Table(["machine", "case", "outcome", "reason", "run"], rows, sorted(set(d["run"])))
+
+
+# --- the suite's own cost ------------------------------------------------------------------------
+
+# The phases of a case's wall time (record fields, runner.Phases), as the tables name them.
+PHASE_COLUMNS = {"phase_check_s": "check & compile", "phase_device_s": "device timing",
+                 "phase_host_s": "host timing", "phase_profile_s": "profiler"}
+assert set(PHASE_COLUMNS) | {"wall_s"} <= NAMES, set(PHASE_COLUMNS) - NAMES
+SLOWEST_CASES = 10  # per machine
+COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the part its cases spent in each phase (check & "
+             "compile: the float64 check, where compiled variants compile; device timing; host timing, single "
+             "calls and back to back; the profiler pass) and the rest, outside any case (process starts, "
+             "imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
+             "more than the run. Then, per machine, the slowest cases, each from its newest record. Runs "
+             "recorded before these fields existed are left out.")
+
+
+def case_costs(data: Loaded) -> pd.DataFrame:
+    """One row per pytest-benchmark record that carries its wall time: machine, run, datetime, case,
+    `wall_s` and the phases (PHASE_COLUMNS); older records, without them, are left out."""
+    rows = []
+    for run in data.runs:
+        for b in run.benchmarks:
+            info = b.get("extra_info") or {}
+            if "case" in info and isinstance(info.get("wall_s"), (int, float)):
+                rows.append({"machine": run.machine, "run": data.label(run.path), "datetime": run.datetime,
+                             "case": info["case"], "wall_s": float(info["wall_s"]),
+                             **{k: float(info.get(k) or 0.0) for k in PHASE_COLUMNS}})
+    return pd.DataFrame(rows, columns=["machine", "run", "datetime", "case", "wall_s", *PHASE_COLUMNS])
+
+
+def _run_wall(path: Path) -> dict:
+    """A run file's `mlpbench_run` ({wall_s, parts}), {} where it has none or cannot be read."""
+    try:
+        found = json.loads(Path(path).read_text()).get("mlpbench_run")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) and isinstance(found.get("wall_s"), (int, float)) else {}
+
+
+def _secs(s: float) -> str:
+    return f"{s:,.1f} s"
+
+
+def _share(s: float, total: float | None) -> str:
+    return _secs(s) + (f" ({s / total:.0%})" if total else "")
+
+
+def run_cost_table(data: Loaded, costs: pd.DataFrame | None = None) -> tables.Table:
+    """Per run that recorded its cost: its wall time, its cases' phases summed (each with its share of
+    the run's wall time) and the time spent outside any case."""
+    costs = case_costs(data) if costs is None else costs
+    by_run = {run: g for run, g in costs.groupby("run")} if not costs.empty else {}
+    rows, files = [], []
+    for run in sorted(data.runs, key=lambda r: (r.machine, r.path.name)):
+        name = data.label(run.path)
+        total = data.run_walls.get(name, {}).get("wall_s")
+        g = by_run.get(name)
+        if total is None and g is None:
+            continue
+        in_cases = 0.0 if g is None else float(g["wall_s"].sum())
+        phases = [_share(0.0 if g is None else float(g[k].sum()), total) for k in PHASE_COLUMNS]
+        rows.append([run.machine, run.path.name, "—" if total is None else _secs(total),
+                     str(0 if g is None else len(g)), *phases,
+                     "—" if total is None or in_cases > total else _share(total - in_cases, total)])
+        files.append(name)
+    return tables.Table(["machine", "run", "wall time", "cases", *PHASE_COLUMNS.values(), "outside the cases"],
+                        rows, sorted(files))
+
+
+def slowest_cases_table(data: Loaded, n: int = SLOWEST_CASES, costs: pd.DataFrame | None = None) -> tables.Table:
+    """Per machine, the `n` cases of longest wall time, each from its newest record, with its phases
+    and the phase that took longest."""
+    costs = case_costs(data) if costs is None else costs
+    if costs.empty:
+        return tables.Table([], [])
+    newest = costs.sort_values(["datetime", "run"], kind="stable").drop_duplicates(["machine", "case"], keep="last")
+    rows, files = [], set()
+    for machine, g in newest.groupby("machine"):
+        top = g.sort_values(["wall_s", "case"], ascending=[False, True], kind="stable").head(n)
+        for r in top.itertuples():
+            spent = {label: getattr(r, k) for k, label in PHASE_COLUMNS.items()}
+            rows.append([machine, r.case, _secs(r.wall_s), *(_share(v, r.wall_s) for v in spent.values()),
+                         max(spent, key=spent.get), r.run.rsplit("/", 1)[-1]])
+            files.add(r.run)
+    return tables.Table(["machine", "case", "wall time", *PHASE_COLUMNS.values(), "longest phase", "run"],
+                        rows, sorted(files))
 
 
 # --- sections ------------------------------------------------------------------------------------
@@ -740,6 +831,10 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                           "with, as the nightly runs it. Thresholds and test: the README's \"Regression gate\"; how "
                           "often it finds planted slowdowns, and its false alarms: `docs/regression-detection.md`."),
                  ("table", gate_table(data))]))
+    costs = case_costs(data)
+    cost_tables = (("Per run", run_cost_table(data, costs)), ("The slowest cases", slowest_cases_table(data, costs=costs)))
+    out.append(("Where the suite's time goes",
+                [("text", COST_NOTE)] + [part for h3, t in cost_tables if t for part in (("h3", h3), ("table", t))]))
     out.append(("pytest-benchmark runs", [("text", "One row per run: when, which commit, what it measured with, its "
                                                    "ceilings."), ("table", runs_table(data))]))
     out.append(("ASV result files", [("text", "Per result file: the commit, the cases it holds, values recorded and "

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from . import registry
@@ -15,6 +16,7 @@ from .atomic import publish, temp_path
 def run(args, root: Path) -> int:
     """`mlpbench run`: validate the selection, run the benchmarks of `root` in pytest (one process, one
     per op, or one per GPU), merge their files into one, print the tables."""
+    started = time.perf_counter()
     from .envinfo import machine_slug
     from .runner import default_device
 
@@ -68,20 +70,25 @@ def run(args, root: Path) -> int:
     if n_shards is None:
         return 2
     ops = list(dict.fromkeys(c.op for c in cases))
+    parts: list[dict] = []  # each pytest process: its label and wall time
     if n_shards > 1:
-        rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, tmp_outcomes)
+        rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, tmp_outcomes, parts)
     elif len(ops) > 1:
-        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, tmp_outcomes)
+        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, tmp_outcomes, parts)
     else:
+        t0 = time.perf_counter()
         try:
             rc = pytest.main(argv + list(args.pytest_args))
         finally:
+            parts.append({"part": f"op {ops[0]}", "wall_s": time.perf_counter() - t0})
             # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
             if tmp_json.exists() and tmp_json.stat().st_size > 0:
                 publish(tmp_json, json_path)
             else:
                 tmp_json.unlink(missing_ok=True)
-    outcomes_path = _fold_outcomes(json_path, tmp_outcomes, outcomes_path)
+    # The run's own cost, from its start to its file written (the tables printed after are not in it).
+    run_info = {"wall_s": time.perf_counter() - started, "parts": parts}
+    outcomes_path = _fold_outcomes(json_path, tmp_outcomes, outcomes_path, run_info)
     _summarise(json_path, outcomes_path)
     return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
 
@@ -97,7 +104,7 @@ def _shard_count(spec: str) -> int | None:
     return int(spec)
 
 
-def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path) -> int:
+def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path, walls: list[dict]) -> int:
     """One pytest process per shard (and GPU), at once, then one merged JSON and outcomes file."""
     import torch
 
@@ -107,23 +114,24 @@ def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path) 
         env = {"CUDA_VISIBLE_DEVICES": str(k % gpus)} if gpus else {}
         parts.append((f"shard {k}/{n} on {'GPU ' + str(k % gpus) if gpus else 'the CPU'}",
                       ["-q", f"--shard={k}/{n}"], env))
-    return _run_parts(argv, parts, json_path, outcomes_path, together=True)
+    return _run_parts(argv, parts, json_path, outcomes_path, walls, together=True)
 
 
-def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path: Path) -> int:
+def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path: Path, walls: list[dict]) -> int:
     """One pytest process per op, one after the other, then one merged JSON and outcomes file.
 
     As ASV measures each op in a process of its own: memory that PyTorch reserves and empty_cache
     does not return adds up over a whole tier in one process, and a process per op starts clean."""
     kept = [a for a in argv if not a.startswith("--op=")]
     return _run_parts(kept, [(f"op {op}", ["-v", f"--op={op}"], {}) for op in ops], json_path, outcomes_path,
-                      together=False)
+                      walls, together=False)
 
 
 def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_path: Path, outcomes_path: Path,
-               together: bool) -> int:
+               walls: list[dict], together: bool) -> int:
     """A pytest process per part (label, extra arguments, extra environment), all at once or in turn;
-    their records merged into one file, each record naming the process that measured it (`shard`)."""
+    their records merged into one file, each record naming the process that measured it (`shard`).
+    Appends each part's label and wall time to `walls`."""
     import subprocess
 
     from . import shards
@@ -135,13 +143,17 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
     procs, codes = [], []
     for k, (label, extra, env) in enumerate(parts):
         print(f"mlpbench: {label}", flush=True)
+        t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "pytest", *base, *extra, f"--benchmark-json={jsons[k]}",
                                  f"--outcomes={outs[k]}"], env=os.environ | env)
         if together:
-            procs.append(proc)
+            procs.append((label, t0, proc))
         else:
             codes.append(proc.wait())
-    codes += [p.wait() for p in procs]
+            walls.append({"part": label, "wall_s": time.perf_counter() - t0})
+    for label, t0, proc in procs:
+        codes.append(proc.wait())  # in start order: a part's wall time is at most the time until it is waited on
+        walls.append({"part": label, "wall_s": time.perf_counter() - t0})
     done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
     if done:
         write_json(json_path, shards.merge(done))
@@ -152,19 +164,22 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
     return failed[0] if failed else 0
 
 
-def _fold_outcomes(json_path: Path, tmp_outcomes: Path, outcomes_path: Path) -> Path | None:
-    """The outcomes into the run's JSON (its `outcomes` list); where no JSON was written (nothing
-    timed), into a file of their own. Returns where they are."""
+def _fold_outcomes(json_path: Path, tmp_outcomes: Path, outcomes_path: Path, run_info: dict) -> Path | None:
+    """The outcomes into the run's JSON (its `outcomes` list), and `run_info` as its `mlpbench_run`;
+    where no JSON was written (nothing timed), into a file of their own. Returns where they are."""
     from .atomic import write_json
 
     if not tmp_outcomes.exists():
-        return json_path if json_path.exists() else None
+        if json_path.exists():
+            write_json(json_path, json.loads(json_path.read_text()) | {"mlpbench_run": run_info})
+            return json_path
+        return None
     outcomes = json.loads(tmp_outcomes.read_text())["outcomes"]
     if json_path.exists():
-        write_json(json_path, json.loads(json_path.read_text()) | {"outcomes": outcomes})
+        write_json(json_path, json.loads(json_path.read_text()) | {"outcomes": outcomes, "mlpbench_run": run_info})
         where = json_path
     else:
-        write_json(outcomes_path, {"outcomes": outcomes})
+        write_json(outcomes_path, {"outcomes": outcomes, "mlpbench_run": run_info})
         where = outcomes_path
     tmp_outcomes.unlink()
     return where

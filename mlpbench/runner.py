@@ -10,7 +10,8 @@ import contextlib
 import importlib.util
 import os
 import statistics
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -84,6 +85,34 @@ def timing_skip_reason(case: Case, device: str) -> str | None:
         return ("correctness checked under TRITON_INTERPRET=1; not timed, because on a CPU the "
                 "interpreter's speed says nothing about the kernel")
     return None
+
+
+# The phases of a case's wall time (record fields, mlpbench/record.py): where the suite's time goes.
+PHASES = {"check": "phase_check_s", "device": "phase_device_s", "host": "phase_host_s", "profile": "phase_profile_s"}
+
+
+@dataclass
+class Phases:
+    """Wall time of one case, from its start (creating this) to `fields()`, and the part of it each
+    phase took; a phase timed twice adds up."""
+
+    start: float = field(default_factory=time.perf_counter)
+    spent: dict = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        if phase not in PHASES:
+            raise KeyError(f"{phase!r} is not a phase; phases are {', '.join(PHASES)}")
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[phase] = self.spent.get(phase, 0.0) + time.perf_counter() - t0
+
+    def fields(self) -> dict:
+        """`wall_s` until now and each phase's seconds (0 for a phase that did not run)."""
+        wall = time.perf_counter() - self.start
+        return {"wall_s": wall} | {name: self.spent.get(phase, 0.0) for phase, name in PHASES.items()}
 
 
 @dataclass

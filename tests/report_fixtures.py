@@ -136,3 +136,24 @@ def build(root: Path) -> Path:
     write_asv(asv, BOX, COMMITS[1], 1_796_100_000_000, {"eager": 66e-6, "ours": 36e-6 * 1.10}, seed=2,
               extra=compile_tax)
     return results
+
+
+PHASES = ("phase_check_s", "phase_device_s", "phase_host_s", "phase_profile_s")
+
+
+def costed_run(results: Path, machine: str, name: str, when: str, cases: dict[str, tuple[float, ...]],
+               run_wall_s: float | None = None) -> Path:
+    """A run whose records carry their cost: per case id (op/variant/dtype/shape) its wall time and its
+    four phases (check, device, host, profile); the run's own wall time where given."""
+    records = []
+    for case, (wall, *phases) in cases.items():
+        op, variant, dtype, shape_id = case.split("/")
+        records.append(record(op, variant, dtype, shape_id, {"t": 1}, device_us=10.0, nbytes=1_000_000, wall_s=wall,
+                              **dict(zip(PHASES, phases))))
+    path = write_run(results / "pytest" / machine / name, machine, when, records,
+                     outcomes=[outcome(c) for c in cases])
+    if run_wall_s is not None:
+        doc = json.loads(path.read_text())
+        doc["mlpbench_run"] = {"wall_s": run_wall_s, "parts": [{"part": "op gelu_mul", "wall_s": run_wall_s}]}
+        path.write_text(json.dumps(doc))
+    return path

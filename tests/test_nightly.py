@@ -1,5 +1,7 @@
-"""The nightly script end to end on a CPU: a temporary repository, two commits, one slowed on purpose."""
+"""The nightly script end to end on a CPU: a temporary repository, two commits, one slowed on purpose;
+and its wall time against the previous night's, on fabricated history."""
 
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +71,68 @@ def test_nightly_flags_the_slowed_commit_and_only_it(tmp_path, slow_second):
         assert second.returncode == 0, second.stdout[-3000:]
         assert "0 regressed" in summary
     assert "[nightly] record: done" in second.stdout
+
+
+# --- the night's wall time against the previous night's (no ASV run: fabricated history) ----------
+
+BENCH_RE = r"^quick\."
+
+
+def _night(wall_s: float, commit: str = "a" * 40, bench: str = BENCH_RE) -> dict:
+    return {"commit": commit, "date": "2026-12-01T02:17:00+00:00", "wall_s": wall_s, "bench": bench}
+
+
+@pytest.mark.parametrize("growth, warned", [(0.25, True), (0.15, False)])
+def test_a_night_more_than_20_percent_slower_than_the_previous_is_warned_of(growth, warned):
+    from mlpbench import nightly
+
+    history = [_night(3000.0, "0" * 40), _night(1000.0)]  # the previous night is the last
+    lines = nightly.wall_time_lines(1000.0 * (1 + growth), history, BENCH_RE, {"record": 900.0})
+    assert lines[0].startswith("Wall time: ")
+    assert any(line.startswith("**Warning:**") for line in lines) == warned, lines
+    if warned:
+        assert "25% longer" in lines[-1] and "aaaaaaaa" in lines[-1]
+
+
+def test_only_a_night_of_the_same_benchmarks_is_compared():
+    from mlpbench import nightly
+
+    lines = nightly.wall_time_lines(1100.0, [_night(1000.0), _night(100.0, bench=r"^standard\.")], BENCH_RE, {})
+    assert not any(line.startswith("**Warning:**") for line in lines), lines
+    lines = nightly.wall_time_lines(2000.0, [_night(1000.0, bench=r"^standard\.")], BENCH_RE, {})
+    assert "No earlier night" in lines[-1]
+
+
+def test_the_nightly_states_its_wall_time_and_keeps_it_per_machine(tmp_path, monkeypatch):
+    """nightly.run with ASV and the gate stood in for: the summary states the night's wall time, warns
+    against a much faster previous night, and appends this night to results/nightly/<machine>.json."""
+    import argparse
+
+    from mlpbench import nightly
+    from mlpbench.results import Point
+
+    head = "c" * 40
+    monkeypatch.setattr(nightly.asv_run, "command", lambda args: (["asv", "run", "--bench", BENCH_RE], head, "cibox"))
+    monkeypatch.setattr(nightly, "_step", lambda name, cmd, cwd: True)
+    monkeypatch.setattr(nightly.gate, "load", lambda folder: [Point("cibox", head, 1, "quick.X.track_host_time", "p",
+                                                                    "v1", 1.0, None)])
+    kept = nightly.history_path(tmp_path, "cibox")
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps([_night(1e-9)]))
+    args = argparse.Namespace(repo=tmp_path, summary=tmp_path / "summary.md", no_publish=True, threshold=None)
+    assert nightly.run(args) == 0
+    summary = (tmp_path / "summary.md").read_text()
+    assert "Wall time: " in summary and "\n**Warning:** this night took" in summary
+    nights = json.loads(kept.read_text())
+    assert [n["commit"] for n in nights] == ["a" * 40, head]
+    assert nights[-1]["bench"] == BENCH_RE and nights[-1]["wall_s"] >= 0 and nights[-1]["date"]
+
+
+def test_an_unreadable_history_costs_the_comparison_only(tmp_path):
+    from mlpbench import nightly
+
+    path = tmp_path / "cibox.json"
+    path.write_text("{not json")
+    with pytest.warns(UserWarning, match="not a readable nightly history"):
+        assert nightly.load_history(path) == []
+    assert nightly.load_history(tmp_path / "missing.json") == []
