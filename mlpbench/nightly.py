@@ -105,7 +105,11 @@ def run(args) -> int:
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
     failed = []
     t0 = time.perf_counter()
-    if not _step("record", cmd + ["--record-samples"], repo):
+    from . import asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
+
+    gpus = asv_parallel.gpu_count()
+    if not (_step("record", cmd + ["--record-samples"], repo) if gpus == 1
+            else asv_parallel.record(cmd + ["--record-samples"], repo, gpus, say=_say) == 0):
         failed.append("ASV run")
     steps["record"] = time.perf_counter() - t0
     if not args.no_publish:
