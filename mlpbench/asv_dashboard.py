@@ -8,7 +8,9 @@ replaces the published one:
 - mlpbench/static/asv_dashboard.js is copied in and loaded after ASV's scripts: a graph opened from
   a bare link (grid tile, sidebar, typed URL) shows bf16 (where the benchmark has bf16 data, else the
   first dtype that has some: index.json's `mlpbench_data`) on a y-axis zoomed to the data, and the
-  legend names only what differs between the drawn series.
+  legend names only what differs between the drawn series;
+- a banner at the top of index.html names the fleet's stale machines (mlpbench/fleet.py), which the
+  Regressions publisher noted in STALE while ASV built the folder.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 SCRIPT = "asv_dashboard.js"
 STATIC = Path(__file__).with_name("static")  # package data (pyproject.toml)
+STALE = "mlpbench-stale.json"  # the stale machines' lines, noted during `asv publish` (note_stale)
+BANNER_ID = "mlpbench-stale"
 # ASV's last script tag: ours goes after it, so that ASV's pages are registered first.
 _ANCHOR = re.compile(r'(<script\b[^>]*\bsrc="regressions\.js"[^>]*>\s*</script>)')
 
@@ -97,9 +101,39 @@ def note_values_with_data(html_dir: Path) -> None:
     write_json(path, index, compact=True)
 
 
+def note_stale(html_dir: Path, lines: list[str]) -> None:
+    """Keep the stale machines' lines ("**Stale:** ...") in html_dir for stale_banner."""
+    (Path(html_dir) / STALE).write_text(json.dumps(lines))
+
+
+def stale_banner(html_dir: Path, lines: list[str] | None = None) -> bool:
+    """Put the stale lines (default: those noted in STALE) in a banner at the top of index.html, below
+    ASV's navigation bar; returns whether there were any. Idempotent."""
+    import html
+
+    html_dir = Path(html_dir)
+    if lines is None:
+        noted = html_dir / STALE
+        lines = json.loads(noted.read_text()) if noted.is_file() else []
+    page = html_dir / "index.html"
+    text = re.sub(rf'\s*<div id="{BANNER_ID}".*?</div>', "", page.read_text(encoding="utf-8"), flags=re.S)
+    if lines:
+        items = "<br>".join(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(line)) for line in lines)
+        # fixed just below ASV's fixed navbar (its views are placed absolutely at top: 55px), over them
+        banner = (f'<div id="{BANNER_ID}" title="click to hide" onclick="this.remove()" style="position:fixed;'
+                  f'top:55px;left:0;right:0;z-index:2000;background:#f2dede;color:#a94442;padding:8px 16px;'
+                  f'border-bottom:1px solid #ebccd1">{items}</div>')
+        text, n = re.subn(r"(<body\b[^>]*>)", lambda m: m.group(1) + "\n    " + banner, text, count=1)
+        if n != 1:
+            raise DashboardError(f"{page}: no <body> tag to put the stale machines' banner in")
+    page.write_text(text, encoding="utf-8")
+    return bool(lines)
+
+
 def finish(html_dir: Path) -> list[str]:
     """All of the above; returns the benchmarks dropped from index.json."""
     dropped = drop_empty_benchmarks(html_dir)
     note_values_with_data(html_dir)
     inject_script(html_dir)
+    stale_banner(html_dir)
     return dropped

@@ -5,8 +5,13 @@ step between consecutive commits of a machine with the case's own noise, a signi
 autotuner's picks and, for back-to-back host time, whether one box measured both. Two rules for one
 question gave two answers, so `asv publish` (with `"plugins": [".mlpbench.asv_regressions"]`) fills
 regressions.json and its feed from the gate's verdicts instead: a step is listed when `mlpbench
-check --base <commit before> --head <commit>` calls it a regression. asv.conf.json's
-`regressions_first_commits` still decides which benchmarks the page may list at all.
+check --base <commit before> --head <commit>` calls it a regression, unless the nightly measured it
+again on that box and did not reproduce it (box noise: results/confirmations/<machine>/, written by
+mlpbench/confirm.py). asv.conf.json's `regressions_first_commits` still decides which benchmarks the
+page may list at all.
+
+The publish also notes the fleet's stale machines (mlpbench/fleet.py) in the built folder, for the
+dashboard's banner (mlpbench/asv_dashboard.py).
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ except ImportError:  # pragma: no cover - asv not installed
 
 def gate_steps(results_dir: Path) -> dict[tuple[str, str, str], list[tuple[str, str, float, float]]]:
     """(machine, benchmark, param) → [(commit before, commit, value before, value)] for every step
-    between consecutive commits of a machine that the gate calls a regression."""
-    from . import gate
+    between consecutive commits of a machine that the gate calls a regression and that no same-box
+    confirmation called box noise."""
+    from . import confirm, gate
 
     points = gate.load(Path(results_dir))
     out: dict[tuple[str, str, str], list] = {}
@@ -33,7 +39,10 @@ def gate_steps(results_dir: Path) -> dict[tuple[str, str, str], list[tuple[str, 
         if len(commits) < 2:
             continue
         before = {cur: prev for (_, prev), (_, cur) in zip(commits, commits[1:])}
+        confirmed = confirm.load(Path(results_dir).parent, machine)
         for head, v in gate.history(points, len(commits), machine, codegen_root=Path(results_dir).parent):
+            if confirmed.get((head, v.benchmark, v.param)) == confirm.NOISE:
+                continue
             out.setdefault((machine, v.benchmark, v.param), []).append((before[head], head, v.base, v.head))
     return out
 
@@ -75,6 +84,11 @@ def publish(cls, conf, repo, benchmarks, graphs, revisions) -> None:
     regressions = entries(graphs, benchmarks, revisions, _GraphDataFilter(conf, repo, revisions), steps)
     cls._save(conf, {"regressions": regressions})
     cls._save_feed(conf, benchmarks, regressions, revisions, {r: h for h, r in revisions.items()})
+    from . import asv_dashboard, fleet
+
+    # Silence is an alert: the nightly's machines that stored nothing lately head the dashboard.
+    machines = fleet.fleet_machines(conf.results_dir)
+    asv_dashboard.note_stale(conf.html_dir, fleet.stale_lines(Path(conf.results_dir), machines))
 
 
 def setup() -> None:

@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     nig.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
     nig.add_argument("--summary", type=Path, help="markdown summary file (default: $GITHUB_STEP_SUMMARY, else results/nightly-summary.md)")
     nig.add_argument("--no-publish", action="store_true", help="skip `asv publish`")
+    nig.add_argument("--no-confirm", action="store_true", help="fail on the gate's regressions without measuring them again here")
+    nig.add_argument("--json", type=Path, metavar="FILE", help="also write the verdicts, with their confirmation, to FILE")
 
     ab.add_arguments(sub.add_parser("ab", help="before/after: two revisions measured here, alternating fresh processes"))
 

@@ -101,3 +101,91 @@ def table(wide: pd.DataFrame) -> tables.Table:
 def markdown(wide: pd.DataFrame) -> str:
     """The side-by-side table as markdown, with what its columns mean."""
     return "" if wide.empty else table(wide).markdown() + "\n\n" + NOTE
+
+
+# --- silence is an alert: machines that stopped storing results -----------------------------------
+
+STALE_HOURS = 36  # a nightly machine is silent when its newest stored measurement is older than this
+MACHINES_FILE = ".github/nightly-machines.json"
+
+
+def fleet_machines(start) -> list[str]:
+    """The nightly's machines from the first MACHINES_FILE at or above `start`; [] where there is none."""
+    import json
+    from pathlib import Path
+
+    for folder in [Path(start).resolve(), *Path(start).resolve().parents]:
+        found = folder / MACHINES_FILE
+        if found.is_file():
+            return [m["machine"] for m in json.loads(found.read_text())]
+    return []
+
+
+def stored_at(results_dir, machine: str):
+    """When `machine` last measured: the newest end of a benchmark in its ASV result files (UTC; a
+    row's started_at + duration, or an older file's `ended_at`), None without any. The measurement
+    time, not the commit's `date`: a box that measures an old commit, or the same commit again, is
+    alive; a git checkout's file times say when it was checked out."""
+    import datetime as dt
+    import json
+    from pathlib import Path
+
+    from .results import NOT_RESULTS
+
+    times: list[float] = []
+    folder = Path(results_dir) / machine
+    for path in folder.rglob("*.json") if folder.is_dir() else []:
+        if path.name in NOT_RESULTS:
+            continue
+        try:
+            doc = json.loads(path.read_text())
+            times += [v for v in (doc.get("ended_at") or {}).values() if isinstance(v, (int, float))]
+            cols = doc.get("result_columns") or []
+            for row in (doc.get("results") or {}).values() if "started_at" in cols else []:
+                r = dict(zip(cols, row))
+                if isinstance(r.get("started_at"), (int, float)):
+                    times.append(r["started_at"] + 1000 * (r.get("duration") or 0))
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return dt.datetime.fromtimestamp(max(times) / 1000, dt.timezone.utc) if times else None
+
+
+def stale_lines(results_dir, machines: list[str], now=None, hours: float = STALE_HOURS) -> list[str]:
+    """One "**Stale:**" line per machine of `machines` whose newest stored results are older than `hours`."""
+    import datetime as dt
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    lines = []
+    for machine in machines:
+        when = stored_at(results_dir, machine)
+        if when is None:
+            lines.append(f"**Stale:** {machine} has stored no results")
+        elif (age := (now - when).total_seconds() / 3600) > hours:
+            lines.append(f"**Stale:** {machine} last stored results {age:.0f} hours ago")
+    return lines
+
+
+def main(argv=None) -> int:
+    """`python -m mlpbench.fleet stale`: the stale lines of the nightly's machines, for the fleet summary."""
+    import argparse
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(prog="python -m mlpbench.fleet")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("stale", help=f"machines of {MACHINES_FILE} with no results stored for --hours")
+    s.add_argument("--results", type=Path, default=Path("results/asv"), help="ASV results (default: results/asv)")
+    s.add_argument("--machines", type=Path, default=Path(MACHINES_FILE), help=f"default: {MACHINES_FILE}")
+    s.add_argument("--hours", type=float, default=STALE_HOURS, help=f"default: {STALE_HOURS}")
+    args = p.parse_args(argv)
+    import json
+
+    machines = [m["machine"] for m in json.loads(args.machines.read_text())]
+    for line in stale_lines(args.results, machines, hours=args.hours):
+        print(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -119,7 +119,7 @@ def run(args) -> int:
         steps["publish"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    verdicts = []
+    verdicts, confirmations = [], []
     try:
         points = [p for p in gate.load(repo / "results" / "asv") if p.machine == machine]
         earlier = sorted({(p.date, p.commit) for p in points if p.commit != head})
@@ -139,10 +139,22 @@ def run(args) -> int:
                 lines.append(f"Host time that another box recorded for {base[:8]} was compared with {host_base[:8]} "
                              "instead, the previous commit this box recorded.")
             lines += ["", gate.markdown(verdicts)]
+            if not getattr(args, "no_confirm", False):  # regressions measured again here: box noise fails nothing
+                from . import confirm
+
+                t1 = time.perf_counter()
+                confirmations = confirm.run(repo, verdicts, base, head, machine, threshold,
+                                            tier=getattr(args, "tier", None))
+                steps["confirm"] = time.perf_counter() - t1
+                lines += ["", confirm.markdown(confirmations)] if confirmations else []
     except gate.GateInputError as exc:
         failed.append(f"gate: {exc}")
-    steps["gate"] = time.perf_counter() - t0
+    steps["gate"] = time.perf_counter() - t0 - steps.get("confirm", 0.0)
     regressed = [v for v in verdicts if v.verdict == "regression"]
+    if confirmations:
+        from . import confirm
+
+        regressed = confirm.failing(verdicts, confirmations)
     wall_s = time.perf_counter() - started
     kept = history_path(repo, machine)
     history = load_history(kept)
@@ -154,6 +166,11 @@ def run(args) -> int:
         lines += ["", "## Failed steps", "", *[f"- {f}" for f in failed]]
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.write_text("\n".join(lines) + "\n")
+    if getattr(args, "json", None):
+        from . import confirm
+
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(confirm.as_json(machine, head, verdicts, confirmations) + "\n")
     _say(f"summary: {summary_path}")
     print("\n".join(lines))
     if failed:

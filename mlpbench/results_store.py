@@ -6,12 +6,13 @@
 Every machine of the nightly fleet pushes to the same branch, so pushes race: when two runners
 finish together, one push is rejected. The store never merges working trees. It builds the new
 branch commit from the branch tip as fetched plus this machine's files (results/asv/<machine>/**,
-results/asv/benchmarks.json, the codegen records results/codegen/*.json and the nightly's wall times
-results/nightly/<machine>.json), in a private index, and pushes it without force. On a rejected
-push it fetches the new tip and builds again on top of it: result files are per machine and
-commit, so the other machines' files come along as additions. Files of other machines are never
-touched; a file of this machine's folder that changed (a second run of a commit adds to its file)
-replaces the branch's copy. If the branch does not exist it is created without history.
+results/asv/benchmarks.json, the codegen records results/codegen/*.json, the nightly's wall times
+results/nightly/<machine>.json and its same-box confirmations results/confirmations/<machine>/*.json),
+in a private index, and pushes it without force. On a rejected push it fetches the new tip and
+builds again on top of it: result files are per machine and commit, so the other machines' files
+come along as additions. Files of other machines are never touched; a file of this machine's
+folder that changed (a second run of a commit adds to its file) replaces the branch's copy. If the
+branch does not exist it is created without history.
 
 results/asv/benchmarks.json describes the benchmarks of one measured commit, and ASV shows only
 results whose benchmark versions it lists. Each store commit records the commit it measured
@@ -184,9 +185,9 @@ def _commit(repo: Path, tip: str | None, blobs: dict[str, str],
 
 def store(repo: Path, machine: str, remote: str = "origin", branch: str = "results", attempts: int = 5,
           backoff_s: float = 2.0) -> Stored:
-    """Push results/asv/<machine>/**, results/asv/benchmarks.json, the codegen records and
-    results/nightly/<machine>.json of `repo` onto `branch` of `remote`, recorded as measured at
-    `repo`'s checked-out commit.
+    """Push results/asv/<machine>/**, results/asv/benchmarks.json, the codegen records,
+    results/nightly/<machine>.json and results/confirmations/<machine>/*.json of `repo` onto `branch`
+    of `remote`, recorded as measured at `repo`'s checked-out commit.
 
     Retries a failed push up to `attempts` times in all, waiting about `backoff_s` × the attempt
     number (jittered, so racing machines fall out of step) between tries. Raises StoreError."""
@@ -212,6 +213,9 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
     # The nightly's wall times on this machine (mlpbench/nightly.py), read by the next night.
     nights = root / "results" / "nightly" / f"{machine}.json"
     files += [nights] if nights.is_file() else []
+    # Which of its regressions the nightly measured again on this box (mlpbench/confirm.py), one file a night.
+    confirmed = root / "results" / "confirmations" / machine
+    files += sorted(confirmed.glob("*.json")) if confirmed.is_dir() else []
     benchmarks = root / BENCHMARKS
     paths = [p.relative_to(root).as_posix() for p in files] + ([BENCHMARKS] if benchmarks.is_file() else [])
     # Hashed once: what is pushed is the files as they were when the store began.

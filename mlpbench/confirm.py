@@ -1,0 +1,281 @@
+"""Verdicts that hold on this box: the nightly's regressions measured again here, and bisected.
+
+A gate regression compares tonight's run with an earlier night's: two processes, perhaps two boxes
+of one machine name, days apart. Before it fails the job, the flagged cases are measured again on
+this box right away, base against head in alternating fresh processes (`mlpbench ab`'s machinery,
+judged by the gate's rule). A regression that the same-box comparison reproduces is "confirmed";
+one that it does not is "box noise" and does not fail the job. A case that cannot be measured again
+(a metric that `ab` does not time, a commit missing here, a run that fails) stays a regression: the
+confirmation can clear a verdict, never hide one.
+
+A confirmed regression over several commits (base and head not adjacent) is bisected on this box to
+its first bad commit: a binary search over `git rev-list --reverse base..head`, each step an `ab`
+comparison of base against the midpoint for the cases still open, so O(log n) comparisons. Cases
+that part ways at a midpoint are searched apart. Not `asv find`: it searches one benchmark name, by
+one measurement per commit with no base/head interleaving and no noise test (it follows the larger
+raw difference, so it names a commit even where nothing regressed), and it installs the project into
+an ASV environment per commit (with `existing` it would measure the installed code at every commit)
+and saves into results/ unless told not to.
+
+The measurer is injectable: measure(base_sha, head_sha, targets) -> {target.key: ab row verdict}
+("regression" when reproduced); ab_measurer is the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from argparse import Namespace
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+CONFIRMED = "regression (confirmed on this box)"
+NOISE = "box noise (not reproduced on this box)"
+UNMEASURED = "regression (not measured again on this box)"
+# The gate's ASV method → ab's metric column; other metrics (peak memory, kernels per call) are not
+# timed by `ab`: they are counted, not sampled, so a box does not move them and they stay as judged.
+METRIC = {"track_device_time": "device time", "track_host_time_back_to_back": "back-to-back host time",
+          "track_host_time": "host time"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One flagged case and metric, and the tier whose `mlpbench run` measures it."""
+
+    case: str
+    method: str
+    tier: str
+    op: str
+    variant: str
+    dtype: str
+    shape: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.case, self.method
+
+
+@dataclass
+class Confirmation:
+    benchmark: str
+    param: str
+    base: str
+    head: str
+    status: str  # CONFIRMED, NOISE or UNMEASURED
+    reason: str | None = None  # why not measured again, or what the same-box comparison said
+    first_bad: str | None = None  # the first bad commit (bisected, or head when it is base's child)
+    first_bad_subject: str | None = None
+    bisect_steps: int = 0  # same-box comparisons the bisection made
+
+    @property
+    def failing(self) -> bool:
+        return self.status != NOISE
+
+
+Measure = Callable[[str, str, list[Target]], dict]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def subject(repo: Path, commit: str) -> str:
+    return _git(repo, "log", "-1", "--format=%s", commit)
+
+
+def target(v, tier: str | None = None) -> Target | str:
+    """The Target of a regression verdict, or why it cannot be measured again."""
+    from . import registry
+
+    method = v.benchmark.rsplit(".", 1)[-1]
+    if method not in METRIC:
+        return f"`mlpbench ab` does not measure {method}"
+    try:
+        case = registry.case_by_id(v.param)
+    except registry.SelectionError:
+        return f"{v.param!r} is not a case of the registry"
+    family = v.benchmark.split(".", 1)[0]
+    tier = family if family in case.shape.tiers else tier if tier in case.shape.tiers else case.shape.tiers[0]
+    return Target(case.id, method, tier, case.op, case.variant, case.dtype, case.shape.id)
+
+
+def _reproduced(measure: Measure, base: str, head: str, targets: list[Target]) -> tuple[dict, str | None]:
+    """({key: ab verdict}, None) or ({}, why the measurement failed)."""
+    try:
+        return measure(base, head, targets), None
+    except Exception as exc:  # noqa: BLE001 - a failed re-measurement keeps the verdict, with the reason
+        return {}, f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def bisect(repo: Path, base: str, head: str, targets: list[Target], measure: Measure) -> tuple[dict, int]:
+    """({target key: first bad commit}, comparisons made) for targets that regress from base to head.
+    Head is known bad, base good; each step measures base against the midpoint for the open targets."""
+    commits = _git(repo, "rev-list", "--reverse", f"{base}..{head}").split()
+    found: dict = {}
+    steps = 0
+
+    def search(open_: list[Target], good: int, bad: int) -> None:
+        nonlocal steps
+        if not open_:
+            return
+        if bad - good <= 1:
+            found.update({t.key: commits[bad] for t in open_})
+            return
+        mid = (good + bad) // 2
+        steps += 1
+        said, _ = _reproduced(measure, base, commits[mid], open_)
+        search([t for t in open_ if said.get(t.key) == "regression"], good, mid)
+        search([t for t in open_ if said.get(t.key) != "regression"], mid, bad)
+
+    if commits:
+        search(targets, -1, len(commits) - 1)
+    return found, steps
+
+
+def confirm(verdicts, base: str, head: str, measure: Measure, repo: Path | None = None, tier: str | None = None,
+            bisect_range: bool = True) -> list[Confirmation]:
+    """One Confirmation per regression verdict (host-time verdicts against their host_base), measured
+    again on this box; confirmed ones over several commits bisected when `repo` is given."""
+    out: list[Confirmation] = []
+    by_base: dict[str, list] = {}
+    for v in verdicts:
+        if v.verdict == "regression":
+            by_base.setdefault(v.host_base or base, []).append(v)
+    for b, flagged in by_base.items():
+        made = {id(v): target(v, tier) for v in flagged}
+        targets = list(dict.fromkeys(t for t in made.values() if isinstance(t, Target)))
+        said, error = _reproduced(measure, b, head, targets) if targets else ({}, None)
+        rows = []
+        for v in flagged:
+            t = made[id(v)]
+            if isinstance(t, str) or error:
+                why = t if isinstance(t, str) else error
+                rows.append((None, Confirmation(v.benchmark, v.param, b, head, UNMEASURED, why)))
+                continue
+            got = said.get(t.key, "not measured")
+            status = CONFIRMED if got == "regression" else NOISE if got in ("unchanged", "improvement") \
+                or got.endswith("(autotuner's pick)") else UNMEASURED
+            rows.append((t, Confirmation(v.benchmark, v.param, b, head, status, f"same-box comparison: {got}")))
+        out += [c for _, c in rows]
+        confirmed = list(dict.fromkeys(t for t, c in rows if c.status == CONFIRMED))
+        if repo is None or not confirmed:
+            continue
+        try:
+            if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", b, head]).returncode:
+                continue  # base is not in head's history: no range to search
+            first, steps = bisect(repo, b, head, confirmed, measure) if bisect_range else ({}, 0)
+            for t, c in rows:
+                if t is not None and t.key in first:
+                    c.first_bad, c.bisect_steps = first[t.key], steps
+                    c.first_bad_subject = subject(repo, c.first_bad)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            for _, c in rows:
+                if c.status == CONFIRMED:
+                    c.reason = f"{c.reason}; not bisected: {exc}"
+    return out
+
+
+def failing(verdicts, confirmations: list[Confirmation]) -> list:
+    """The regression verdicts that fail the job: all but those the same-box comparison cleared."""
+    cleared = {(c.benchmark, c.param) for c in confirmations if not c.failing}
+    return [v for v in verdicts if v.verdict == "regression" and (v.benchmark, v.param) not in cleared]
+
+
+def ab_measurer(repo: Path, threshold: float | None = None, rounds: int | None = None) -> Measure:
+    """The real measurer: `mlpbench ab` of base against head for the targets, one selection per
+    op/variant/dtype (its shapes together, so the selection is exactly the flagged cases)."""
+    from . import ab
+
+    labels = {label: method for method, label in METRIC.items()}
+
+    def measure(base: str, head: str, targets: list[Target]) -> dict:
+        shas = {"base": ab.resolve(repo, base), "head": ab.resolve(repo, head)}
+        groups: dict[tuple, list[str]] = {}
+        for t in targets:
+            groups.setdefault((t.tier, t.op, t.variant, t.dtype), []).append(t.shape)
+        work = Path(tempfile.mkdtemp(prefix="mlpbench-confirm-"))
+        found = {}
+        try:
+            for k, ((tier, op, variant, dtype), shapes) in enumerate(groups.items()):
+                args = Namespace(op=[op], variant=[variant], dtype=[dtype], shape=sorted(set(shapes)),
+                                 rounds=rounds or ab.ROUNDS, results=None)
+                (work / str(k)).mkdir()
+                sides = ab.measure(args, repo, shas, work / str(k), tier)
+                for r in ab.judge(sides["base"], sides["head"], threshold, results_root=repo / "results",
+                                  codegen_root=work / "codegen"):
+                    found[(r["case"], labels.get(r["metric"]))] = r["verdict"]
+                    found.setdefault((r["case"], None), r["verdict"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return {t.key: found.get(t.key) or found.get((t.case, None), "not measured") for t in targets}
+
+    return measure
+
+
+# --- what the nightly writes ----------------------------------------------------------------------
+
+def path(root: Path, machine: str, head: str) -> Path:
+    """results/confirmations/<machine>/<head>.json: one file per night, so stores only add files."""
+    return Path(root) / "confirmations" / machine / f"{head}.json"
+
+
+def save(root: Path, machine: str, head: str, confirmations: list[Confirmation]) -> Path:
+    from .atomic import write_json
+
+    p = path(root, machine, head)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    write_json(p, [asdict(c) for c in confirmations])
+    return p
+
+
+def load(root: Path, machine: str) -> dict[tuple[str, str, str], str]:
+    """{(head commit, benchmark, param): status} of every night's confirmations on `machine`."""
+    folder = Path(root) / "confirmations" / machine
+    out = {}
+    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            for c in json.loads(p.read_text()):
+                out[(c["head"], c["benchmark"], c["param"])] = c["status"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # an unreadable file leaves its steps as the gate judged them
+    return out
+
+
+def markdown(confirmations: list[Confirmation]) -> str:
+    n = {s: sum(c.status == s for c in confirmations) for s in (CONFIRMED, NOISE, UNMEASURED)}
+    lines = ["### Same-box confirmation", "",
+             "Each regression measured again on this box, base against head in alternating fresh processes "
+             "(`mlpbench ab`), judged by the gate's rule: only those reproduced or not measured again fail the "
+             f"night. {n[CONFIRMED]} confirmed, {n[NOISE]} box noise, {n[UNMEASURED]} not measured again.", "",
+             "| benchmark | parameters | base | status | first bad commit |", "| --- | --- | --- | --- | --- |"]
+    for c in confirmations:
+        if c.first_bad and c.bisect_steps:
+            first = f"{c.first_bad[:8]} \"{c.first_bad_subject}\" (bisected, {c.bisect_steps} comparisons)"
+        elif c.first_bad:
+            first = f"{c.first_bad[:8]} \"{c.first_bad_subject}\" (the only commit after base)"
+        else:
+            first = "—"
+        status = c.status + (f" ({c.reason})" if c.status == UNMEASURED and c.reason else "")
+        lines.append(f"| {c.benchmark} | {c.param} | {c.base[:8]} | {status} | {first} |")
+    return "\n".join(lines)
+
+
+def as_json(machine: str, head: str, verdicts, confirmations: list[Confirmation]) -> str:
+    """The night's verdicts, each with its confirmation (None: not a regression, or not confirmed)."""
+    by = {(c.benchmark, c.param): asdict(c) for c in confirmations}
+    return json.dumps({"machine": machine, "head": head,
+                       "verdicts": [asdict(v) | {"confirmation": by.get((v.benchmark, v.param))} for v in verdicts]},
+                      indent=1)
+
+
+def run(repo: Path, verdicts, base: str, head: str, machine: str, threshold: float | None = None,
+        tier: str | None = None, measure: Measure | None = None) -> list[Confirmation]:
+    """The nightly's step: confirm (and bisect) the regressions, keep them under results/confirmations/."""
+    if not any(v.verdict == "regression" for v in verdicts):
+        return []
+    found = confirm(verdicts, base, head, measure or ab_measurer(repo, threshold), repo=repo, tier=tier)
+    save(repo / "results", machine, head, found)
+    return found

@@ -1,0 +1,175 @@
+"""Same-box confirmation and bisection of the nightly's regressions, with the measurer faked: a
+fabricated verdict list, a temporary linear git history, no benchmark process."""
+
+import argparse
+import json
+import math
+import subprocess
+
+import pytest
+
+from mlpbench import confirm, gate, nightly
+from mlpbench.results import Point
+
+A = "linear/eager/fp32/t1024-i32-o64"  # reproduces on this box
+B = "linear/eager/bf16/t1024-i32-o64"  # does not
+MACHINE = "cibox"
+
+
+def _git(repo, *args) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _history(repo, n: int) -> list[str]:
+    """A linear history of n + 1 commits, "change number 0" (the base) to "change number n"; shas, oldest first."""
+    repo.mkdir(exist_ok=True)
+    _git(repo, "init", "-q")
+    shas = []
+    for k in range(n + 1):
+        (repo / "file.txt").write_text(f"{k}\n")
+        _git(repo, "add", "file.txt")
+        _git(repo, "commit", "-qm", f"change number {k}")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return shas
+
+
+def _verdict(case: str, verdict: str = "regression", method: str = "track_device_time") -> gate.Verdict:
+    return gate.Verdict(MACHINE, f"standard.LinearDevice.{method}", case, 1.0, 1.2, 1.2, 1.1, 1.3, 0.02, verdict,
+                        "bootstrap")
+
+
+class FakeMeasurer:
+    """Says "regression" for a target from commit `bad_from` (index into `shas`) on, for cases in `cases`."""
+
+    def __init__(self, shas: list[str], bad_from: dict[str, int]):
+        self.shas, self.bad_from, self.calls = shas, bad_from, []
+
+    def __call__(self, base, head, targets):
+        self.calls.append((base, head, [t.case for t in targets]))
+        at = self.shas.index(head)
+        return {t.key: "regression" if t.case in self.bad_from and at >= self.bad_from[t.case] else "unchanged"
+                for t in targets}
+
+
+def test_a_reproduced_regression_is_confirmed_and_one_that_is_not_is_box_noise(tmp_path):
+    shas = _history(tmp_path / "repo", 1)
+    fake = FakeMeasurer(shas, {A: 1})
+    verdicts = [_verdict(A), _verdict(B), _verdict("linear/eager/fp16/t1024-i32-o64", "unchanged")]
+    found = confirm.confirm(verdicts, shas[0], shas[1], fake, repo=tmp_path / "repo")
+    assert {c.param: c.status for c in found} == {A: confirm.CONFIRMED, B: confirm.NOISE}
+    assert len(fake.calls) == 1 and sorted(fake.calls[0][2]) == sorted([A, B])  # the flagged cases only
+    confirmed = next(c for c in found if c.param == A)
+    assert confirmed.first_bad == shas[1] and confirmed.first_bad_subject == "change number 1"
+    assert confirmed.bisect_steps == 0  # adjacent: nothing to search
+    assert [v.param for v in confirm.failing(verdicts, found)] == [A]
+
+
+def test_what_cannot_be_measured_again_stays_a_regression(tmp_path):
+    shas = _history(tmp_path / "repo", 1)
+
+    def broken(base, head, targets):
+        raise RuntimeError("worktree failed")
+
+    verdicts = [_verdict(A, method="track_peak_memory"), _verdict(B)]
+    found = confirm.confirm(verdicts, shas[0], shas[1], broken, repo=tmp_path / "repo")
+    assert [c.status for c in found] == [confirm.UNMEASURED] * 2
+    assert "does not measure track_peak_memory" in found[0].reason and "worktree failed" in found[1].reason
+    assert len(confirm.failing(verdicts, found)) == 2
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 6, 7])
+def test_bisection_names_the_first_bad_commit_in_log_n_comparisons(tmp_path, k):
+    n = 7
+    shas = _history(tmp_path / "repo", n)
+    fake = FakeMeasurer(shas, {A: k})
+    found = confirm.confirm([_verdict(A)], shas[0], shas[-1], fake, repo=tmp_path / "repo")
+    (c,) = found
+    assert c.status == confirm.CONFIRMED
+    assert c.first_bad == shas[k] and c.first_bad_subject == f"change number {k}"
+    assert c.bisect_steps == len(fake.calls) - 1 <= math.ceil(math.log2(n))  # one confirmation, then the search
+    assert all(base == shas[0] for base, _, _ in fake.calls)  # every step against the gate's base
+    assert f"{shas[k][:8]} \"change number {k}\"" in confirm.markdown(found)
+
+
+def test_cases_that_part_ways_are_bisected_apart(tmp_path):
+    shas = _history(tmp_path / "repo", 8)
+    fake = FakeMeasurer(shas, {A: 2, B: 7})
+    found = confirm.confirm([_verdict(A), _verdict(B)], shas[0], shas[-1], fake, repo=tmp_path / "repo")
+    assert {c.param: c.first_bad for c in found} == {A: shas[2], B: shas[7]}
+
+
+def _night(tmp_path, monkeypatch, reproduce: set[str], *, no_confirm=False):
+    """nightly.run with ASV, the gate and the measurer stood in for: A and B flagged by the gate."""
+    shas = _history(tmp_path / "repo", 1)
+    base, head = shas
+    repo = tmp_path / "repo"
+    monkeypatch.setattr(nightly.asv_run, "command", lambda args: (["asv", "run", "--bench", "x"], head, MACHINE))
+    monkeypatch.setattr(nightly, "_step", lambda name, cmd, cwd: True)
+    monkeypatch.setattr(nightly.gate, "load", lambda folder: [Point(MACHINE, c, d, "standard.LinearDevice.track_device_time",
+                                                                    A, "v1", 1.0, None) for d, c in enumerate(shas)])
+    monkeypatch.setattr(nightly.gate, "compare", lambda *a, **k: [_verdict(A), _verdict(B)])
+    monkeypatch.setattr(nightly.gate, "host_on_one_box", lambda points, verdicts, *a, **k: (verdicts, None))
+    fake = FakeMeasurer(shas, {c: 1 for c in reproduce})
+    monkeypatch.setattr(confirm, "ab_measurer", lambda *a, **k: fake)
+    args = argparse.Namespace(repo=repo, summary=tmp_path / "summary.md", no_publish=True, threshold=None,
+                              tier=None, no_confirm=no_confirm, json=tmp_path / "verdicts.json")
+    return nightly.run(args), (tmp_path / "summary.md").read_text(), json.loads(args.json.read_text()), fake, repo, head
+
+
+def test_the_nightly_fails_on_a_confirmed_regression(tmp_path, monkeypatch):
+    rc, summary, doc, fake, repo, head = _night(tmp_path, monkeypatch, {A})
+    assert rc == 1
+    assert "### Same-box confirmation" in summary and confirm.CONFIRMED in summary and confirm.NOISE in summary
+    by = {v["param"]: v["confirmation"]["status"] for v in doc["verdicts"]}
+    assert by == {A: confirm.CONFIRMED, B: confirm.NOISE}
+    assert confirm.load(repo / "results", MACHINE) == {
+        (head, "standard.LinearDevice.track_device_time", A): confirm.CONFIRMED,
+        (head, "standard.LinearDevice.track_device_time", B): confirm.NOISE}
+
+
+def test_the_nightly_passes_when_no_regression_reproduces(tmp_path, monkeypatch):
+    rc, summary, doc, fake, _, _ = _night(tmp_path, monkeypatch, set())
+    assert rc == 0 and summary.count(confirm.NOISE) == 2 and len(fake.calls) == 1
+
+
+def test_no_confirm_fails_on_the_gate_alone(tmp_path, monkeypatch):
+    rc, summary, doc, fake, _, _ = _night(tmp_path, monkeypatch, set(), no_confirm=True)
+    assert rc == 1 and not fake.calls and "Same-box confirmation" not in summary
+    assert all(v["confirmation"] is None for v in doc["verdicts"])
+
+
+def test_the_regressions_page_drops_box_noise(tmp_path, monkeypatch):
+    from mlpbench import asv_regressions
+
+    results = tmp_path / "results"
+    confirm.save(results, MACHINE, "h" * 40, [confirm.Confirmation("standard.LinearDevice.track_device_time", B,
+                                                                   "b" * 40, "h" * 40, confirm.NOISE)])
+    points = [Point(MACHINE, c, d, "standard.LinearDevice.track_device_time", A, "v1", 1.0, None)
+              for d, c in enumerate(["b" * 40, "h" * 40])]
+    monkeypatch.setattr(gate, "load", lambda folder: points)
+    monkeypatch.setattr(gate, "history", lambda *a, **k: [("h" * 40, _verdict(A)), ("h" * 40, _verdict(B))])
+    steps = asv_regressions.gate_steps(results / "asv")
+    assert list(steps) == [(MACHINE, "standard.LinearDevice.track_device_time", A)]
+
+
+def test_the_ab_measurer_measures_exactly_the_flagged_cases(tmp_path, monkeypatch):
+    """ab_measurer with ab's worktrees and processes stood in for: one selection per op/variant/dtype
+    with its flagged shapes, each target answered by its own metric's row."""
+    from mlpbench import ab
+
+    other, third = "gelu_mul/eager/fp32/t333-h3000", "gelu_mul/eager/fp32/t8192-h3072"
+    calls = []
+    monkeypatch.setattr(ab, "resolve", lambda repo, rev: rev)
+    monkeypatch.setattr(ab, "measure", lambda args, repo, shas, work, tier: calls.append(
+        (args.op, args.variant, args.dtype, args.shape, tier)) or {"base": {}, "head": {}})
+    rows = {A: "regression", B: "unchanged", third: "improvement"}
+    monkeypatch.setattr(ab, "judge", lambda b, h, thr, **k: [{"case": c, "metric": "device time", "verdict": v}
+                                                             for c, v in rows.items()])
+    targets = [t for t in (confirm.target(_verdict(c)) for c in (A, B, other, third)) if isinstance(t, confirm.Target)]
+    said = confirm.ab_measurer(tmp_path)("b", "h", targets)
+    assert sorted(calls) == [(["gelu_mul"], ["eager"], ["fp32"], ["t333-h3000", "t8192-h3072"], "standard"),
+                             (["linear"], ["eager"], ["bf16"], ["t1024-i32-o64"], "standard"),
+                             (["linear"], ["eager"], ["fp32"], ["t1024-i32-o64"], "standard")]
+    assert said == {(A, "track_device_time"): "regression", (B, "track_device_time"): "unchanged",
+                    (other, "track_device_time"): "not measured", (third, "track_device_time"): "improvement"}
