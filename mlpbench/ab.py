@@ -2,17 +2,17 @@
 
 Both revisions are checked out into temporary git worktrees (removed afterwards, whatever happens;
 the user's checkout and results/ are never written). Each worktree's own `mlpbench run` measures the
-selected cases in fresh processes, alternating base, head, base, head... for `--rounds` rounds, so
-drift on the box (clocks, heat, other load) falls on both sides alike. It runs with PYTHONPATH and
-the working folder set to the worktree, so that revision's mlpbench, ops and kernels_local are the
-ones imported (kernel builds are cached by a digest of their sources: two revisions, two builds).
+selected cases in fresh processes, alternating base, head, head, base, ... (ABBA) for `--rounds`
+rounds, so drift on the box (clocks, heat, other load) falls on both sides alike. It runs with
+PYTHONPATH and the working folder set to the worktree, so that revision's mlpbench, ops and
+kernels_local are the ones imported (kernel builds are cached by a digest of their sources: two revisions, two builds).
 
 Each side's samples are pooled over its rounds and judged by the gate's own rule (gate.judge):
 device time on a GPU, and back-to-back host time beside it (both sides ran on this box); where no
 device time exists (a CPU), host time. The threshold also covers the spread of the rounds' medians:
 pooled samples alone would not show how far a fresh process moves a case. Exit 1 on a regression or
-a case that fails at head, 0 otherwise, 2 on bad input (an unknown revision, a selection a revision
-rejects).
+a case that fails at head (or that base reported and head did not), 0 otherwise, 2 on bad input (an
+unknown revision, a selection a revision rejects, a used --results folder) or a round that crashed.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ BACK_TO_BACK = ("back-to-back host time", "track_host_time_back_to_back", "host_
 HOST = ("host time", "track_host_time", "host_time_samples_s")
 MARKER = "<!-- mlpbench-ab -->"  # the workflow finds its own PR comment by this line
 ROUNDS = 3
+MISSING = "missing at head"  # base reported the case, head never did (a crash, a removed case): fails
 
 
 class ABInputError(ValueError):
@@ -54,7 +55,7 @@ def add_arguments(p) -> None:
     p.add_argument("--dtype", action="append", help=f"repeatable; one of {', '.join(registry.DTYPES)}")
     p.add_argument("--shape", action="append", help="repeatable; a shape id such as t8192-d768-h3072")
     p.add_argument("--rounds", type=int, default=ROUNDS, metavar="K",
-                   help=f"processes per side, alternating base and head (default: {ROUNDS})")
+                   help=f"processes per side, alternating base and head, ABBA (default: {ROUNDS})")
     p.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
     p.add_argument("--results", type=Path, metavar="DIR",
                    help="keep each process's results here (default: a temporary folder, removed)")
@@ -144,10 +145,11 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
     for case in sorted(base.keys() | head.keys()):
         b, h = base.get(case), head.get(case)
         failed = [f"failed at {name}: {s.failed}" for name, s in (("base", b), ("head", h)) if s and s.failed]
+        failed += [MISSING] if b is not None and h is None else []
         if failed or b is None or h is None or not b.samples or not h.samples:
             skipped = next((s.skipped for s in (h, b) if s and s.skipped), None)
             why = "; ".join(failed) or (f"not timed: {skipped}" if skipped else "not timed" if b and h
-                                        else f"only at {'base' if b else 'head'}")
+                                        else "only at head")
             rows.append({"case": case, "metric": "—", "verdict": why})
             continue
         # device time where it exists, with back-to-back host time beside it; else host time
@@ -184,7 +186,8 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
 
 
 def failing(rows: list[dict]) -> bool:
-    return any(r["verdict"] == "regression" or r["verdict"].startswith("failed at head") for r in rows)
+    return any(r["verdict"] == "regression" or r["verdict"].startswith("failed at head") or MISSING in r["verdict"]
+               for r in rows)
 
 
 def _fmt(x) -> str:
@@ -283,6 +286,13 @@ def _default_tier() -> str:
 
 def measure(args, repo: Path, shas: dict[str, str], work: Path, tier: str) -> dict[str, dict[str, Side]]:
     trees = {}
+    # absolute: each round's `mlpbench run` works in its worktree, where a relative path means another folder
+    results = args.results.resolve() if args.results else work / "results"
+    for name in shas:
+        for k in range(1, args.rounds + 1):
+            used = results / f"{name}-{k}"
+            if used.is_dir() and any(used.iterdir()):  # its old files would be read as this run's
+                raise ABInputError(f"--results {results}: {used} already holds results; give an empty folder")
     try:
         for name, sha in shas.items():
             trees[name] = work / f"tree-{name}"
@@ -291,18 +301,22 @@ def measure(args, repo: Path, shas: dict[str, str], work: Path, tier: str) -> di
                 raise ABInputError(f"git worktree add {sha[:10]} failed: {made.stderr.strip()}")
         for name, tree in trees.items():
             _preflight(tree, tier, args, name)
-        results = args.results or work / "results"
         rounds = {name: ([], [], []) for name in trees}
         for k in range(1, args.rounds + 1):
-            for name, tree in trees.items():
+            # ABBA: base first in odd rounds, head first in even ones, so drift falls on both sides
+            for name, tree in list(trees.items())[::1 if k % 2 else -1]:
                 t0 = time.perf_counter()
                 rc, log = _measure(tree, results / f"{name}-{k}", tier, args)
                 print(f"mlpbench ab: {name} {shas[name][:10]} round {k}/{args.rounds}: exit {rc} "
                       f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+                tail = "\n".join(log.strip().splitlines()[-15:])
                 if rc not in (0, 1):  # 1: a case failed, said in its outcomes; anything else stops
-                    tail = "\n".join(log.strip().splitlines()[-15:])
                     raise ABInputError(f"`mlpbench run` at {name} ({shas[name][:10]}) exited {rc}:\n{tail}")
                 records, outcomes, machine = _read(results / f"{name}-{k}")
+                if rc == 1 and not any(o.get("outcome") == "failed" for o in outcomes):  # a crash, not a case
+                    raise ABInputError(f"`mlpbench run` at {name} ({shas[name][:10]}) round {k}/{args.rounds} "
+                                       f"exited 1 with no failed case; log {results / f'{name}-{k}' / 'log.txt'}:"
+                                       f"\n{tail}")
                 for store, value in zip(rounds[name], (records, outcomes, machine)):
                     store.append(value)
         return {name: pool(r, o, m) for name, (r, o, m) in rounds.items()}
@@ -323,6 +337,9 @@ def run(args, root: Path) -> int:
     if args.tier is not None and args.tier not in registry.TIERS:
         print(f"mlpbench: error: --tier {args.tier!r}; valid: {', '.join(registry.TIERS)}", file=sys.stderr)
         return 2
+    if args.rounds == 1:
+        print("mlpbench ab: warning: --rounds 1: no spread between rounds to see, so no between-round allowance",
+              file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="mlpbench-ab-"))
     try:
         shas = {"base": resolve(repo, args.base), "head": resolve(repo, args.head)}

@@ -4,21 +4,24 @@ A gate regression compares tonight's run with an earlier night's: two processes,
 of one machine name, days apart. Before it fails the job, the flagged cases are measured again on
 this box right away, base against head in alternating fresh processes (`mlpbench ab`'s machinery,
 judged by the gate's rule). A regression that the same-box comparison reproduces is "confirmed";
-one that it does not is "box noise" and does not fail the job. A case that cannot be measured again
-(a metric that `ab` does not time, a commit missing here, a run that fails) stays a regression: the
-confirmation can clear a verdict, never hide one.
+one that it does not, with its interval's upper bound below 1 + the gate's threshold, is "box noise"
+and does not fail the job; one that it does not reproduce but cannot rule out either is "inconclusive"
+and still fails. A case that cannot be measured again (a metric that `ab` does not time, a commit
+missing here, a run that fails) stays a regression: the confirmation can clear a verdict, never
+hide one.
 
 A confirmed regression over several commits (base and head not adjacent) is bisected on this box to
-its first bad commit: a binary search over `git rev-list --reverse base..head`, each step an `ab`
-comparison of base against the midpoint for the cases still open, so O(log n) comparisons. Cases
-that part ways at a midpoint are searched apart. Not `asv find`: it searches one benchmark name, by
+its first bad commit: a binary search over `git rev-list --first-parent --ancestry-path --reverse
+base..head`, each step an `ab` comparison of base against the midpoint for the cases still open, so
+O(log n) comparisons. Cases that part ways at a midpoint are searched apart; a midpoint that cannot
+be measured stops the search (not bisected). Not `asv find`: it searches one benchmark name, by
 one measurement per commit with no base/head interleaving and no noise test (it follows the larger
 raw difference, so it names a commit even where nothing regressed), and it installs the project into
 an ASV environment per commit (with `existing` it would measure the installed code at every commit)
 and saves into results/ unless told not to.
 
-The measurer is injectable: measure(base_sha, head_sha, targets) -> {target.key: ab row verdict}
-("regression" when reproduced); ab_measurer is the real one.
+The measurer is injectable: measure(base_sha, head_sha, targets) -> {target.key: ab row} (a dict with
+its verdict, "regression" when reproduced, and its ratio and interval); ab_measurer is the real one.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Callable
 CONFIRMED = "regression (confirmed on this box)"
 NOISE = "box noise (not reproduced on this box)"
 UNMEASURED = "regression (not measured again on this box)"
+INCONCLUSIVE = "regression (inconclusive on this box)"  # not reproduced, but not ruled out either
 # The gate's ASV method → ab's metric column; other metrics (peak memory, kernels per call) are not
 # timed by `ab`: they are counted, not sampled, so a box does not move them and they stay as judged.
 METRIC = {"track_device_time": "device time", "track_host_time_back_to_back": "back-to-back host time",
@@ -64,7 +68,7 @@ class Confirmation:
     param: str
     base: str
     head: str
-    status: str  # CONFIRMED, NOISE or UNMEASURED
+    status: str  # CONFIRMED, NOISE, INCONCLUSIVE or UNMEASURED
     reason: str | None = None  # why not measured again, or what the same-box comparison said
     first_bad: str | None = None  # the first bad commit (bisected, or head when it is base's child)
     first_bad_subject: str | None = None
@@ -76,6 +80,10 @@ class Confirmation:
 
 
 Measure = Callable[[str, str, list[Target]], dict]
+
+
+class BisectError(RuntimeError):
+    """A midpoint could not be measured: the search stops rather than call it good."""
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -103,7 +111,7 @@ def target(v, tier: str | None = None) -> Target | str:
 
 
 def _reproduced(measure: Measure, base: str, head: str, targets: list[Target]) -> tuple[dict, str | None]:
-    """({key: ab verdict}, None) or ({}, why the measurement failed)."""
+    """({key: ab row}, None) or ({}, why the measurement failed)."""
     try:
         return measure(base, head, targets), None
     except Exception as exc:  # noqa: BLE001 - a failed re-measurement keeps the verdict, with the reason
@@ -113,7 +121,8 @@ def _reproduced(measure: Measure, base: str, head: str, targets: list[Target]) -
 def bisect(repo: Path, base: str, head: str, targets: list[Target], measure: Measure) -> tuple[dict, int]:
     """({target key: first bad commit}, comparisons made) for targets that regress from base to head.
     Head is known bad, base good; each step measures base against the midpoint for the open targets."""
-    commits = _git(repo, "rev-list", "--reverse", f"{base}..{head}").split()
+    # the first-parent line from base to head: a merged branch's commits are not built on base alone
+    commits = _git(repo, "rev-list", "--first-parent", "--ancestry-path", "--reverse", f"{base}..{head}").split()
     found: dict = {}
     steps = 0
 
@@ -126,9 +135,12 @@ def bisect(repo: Path, base: str, head: str, targets: list[Target], measure: Mea
             return
         mid = (good + bad) // 2
         steps += 1
-        said, _ = _reproduced(measure, base, commits[mid], open_)
-        search([t for t in open_ if said.get(t.key) == "regression"], good, mid)
-        search([t for t in open_ if said.get(t.key) != "regression"], mid, bad)
+        said, error = _reproduced(measure, base, commits[mid], open_)
+        if error:
+            raise BisectError(error)
+        bad_here = {t.key for t in open_ if (said.get(t.key) or {}).get("verdict") == "regression"}
+        search([t for t in open_ if t.key in bad_here], good, mid)
+        search([t for t in open_ if t.key not in bad_here], mid, bad)
 
     if commits:
         search(targets, -1, len(commits) - 1)
@@ -155,9 +167,13 @@ def confirm(verdicts, base: str, head: str, measure: Measure, repo: Path | None 
                 why = t if isinstance(t, str) else error
                 rows.append((None, Confirmation(v.benchmark, v.param, b, head, UNMEASURED, why)))
                 continue
-            got = said.get(t.key, "not measured")
-            status = CONFIRMED if got == "regression" else NOISE if got in ("unchanged", "improvement") \
-                or got.endswith("(autotuner's pick)") else UNMEASURED
+            row = said.get(t.key) or {"verdict": "not measured"}
+            got, high = row["verdict"], row.get("ci_high")
+            status = CONFIRMED if got == "regression" else UNMEASURED
+            if got in ("unchanged", "improvement") or got.endswith("(autotuner's pick)"):
+                # box noise only where ab's interval rules out a slowdown the gate's threshold would flag
+                status = NOISE if high is not None and high < 1 + v.threshold else INCONCLUSIVE
+                got += f", 99% interval up to {high:.4f}" if high is not None else ", no interval"
             rows.append((t, Confirmation(v.benchmark, v.param, b, head, status, f"same-box comparison: {got}")))
         out += [c for _, c in rows]
         confirmed = list(dict.fromkeys(t for t, c in rows if c.status == CONFIRMED))
@@ -171,7 +187,7 @@ def confirm(verdicts, base: str, head: str, measure: Measure, repo: Path | None 
                 if t is not None and t.key in first:
                     c.first_bad, c.bisect_steps = first[t.key], steps
                     c.first_bad_subject = subject(repo, c.first_bad)
-        except (subprocess.CalledProcessError, OSError) as exc:
+        except (subprocess.CalledProcessError, OSError, BisectError) as exc:
             for _, c in rows:
                 if c.status == CONFIRMED:
                     c.reason = f"{c.reason}; not bisected: {exc}"
@@ -206,11 +222,12 @@ def ab_measurer(repo: Path, threshold: float | None = None, rounds: int | None =
                 sides = ab.measure(args, repo, shas, work / str(k), tier)
                 for r in ab.judge(sides["base"], sides["head"], threshold, results_root=repo / "results",
                                   codegen_root=work / "codegen"):
-                    found[(r["case"], labels.get(r["metric"]))] = r["verdict"]
-                    found.setdefault((r["case"], None), r["verdict"])
+                    # only a case-level row (failed, skipped, missing) answers for every metric of its case
+                    found[(r["case"], None if r["metric"] == "—" else labels.get(r["metric"], r["metric"]))] = r
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        return {t.key: found.get(t.key) or found.get((t.case, None), "not measured") for t in targets}
+        return {t.key: found.get(t.key) or found.get((t.case, None)) or {"case": t.case, "verdict": "not measured"}
+                for t in targets}
 
     return measure
 
@@ -245,11 +262,12 @@ def load(root: Path, machine: str) -> dict[tuple[str, str, str], str]:
 
 
 def markdown(confirmations: list[Confirmation]) -> str:
-    n = {s: sum(c.status == s for c in confirmations) for s in (CONFIRMED, NOISE, UNMEASURED)}
+    n = {s: sum(c.status == s for c in confirmations) for s in (CONFIRMED, NOISE, INCONCLUSIVE, UNMEASURED)}
     lines = ["### Same-box confirmation", "",
              "Each regression measured again on this box, base against head in alternating fresh processes "
-             "(`mlpbench ab`), judged by the gate's rule: only those reproduced or not measured again fail the "
-             f"night. {n[CONFIRMED]} confirmed, {n[NOISE]} box noise, {n[UNMEASURED]} not measured again.", "",
+             "(`mlpbench ab`), judged by the gate's rule: all but box noise fail the night. "
+             f"{n[CONFIRMED]} confirmed, {n[NOISE]} box noise, {n[INCONCLUSIVE]} inconclusive, "
+             f"{n[UNMEASURED]} not measured again.", "",
              "| benchmark | parameters | base | status | first bad commit |", "| --- | --- | --- | --- | --- |"]
     for c in confirmations:
         if c.first_bad and c.bisect_steps:
@@ -258,7 +276,7 @@ def markdown(confirmations: list[Confirmation]) -> str:
             first = f"{c.first_bad[:8]} \"{c.first_bad_subject}\" (the only commit after base)"
         else:
             first = "—"
-        status = c.status + (f" ({c.reason})" if c.status == UNMEASURED and c.reason else "")
+        status = c.status + (f" ({c.reason})" if c.status in (UNMEASURED, INCONCLUSIVE) and c.reason else "")
         lines.append(f"| {c.benchmark} | {c.param} | {c.base[:8]} | {status} | {first} |")
     return "\n".join(lines)
 

@@ -86,6 +86,88 @@ def test_failures_and_cases_of_one_side_are_listed_and_only_a_head_failure_fails
     assert row["verdict"] == "only at head" and not ab.failing([row])
 
 
+def test_a_case_base_reported_and_head_never_did_fails():
+    (row,) = ab.judge(ab.pool([[_record(CASE)]]), {})
+    assert row["verdict"] == ab.MISSING and ab.failing([row])
+    base = ab.pool([[]], [[{"case": CASE, "outcome": "skipped", "reason": "no GPU"}]])
+    (row,) = ab.judge(base, {})
+    assert row["verdict"] == ab.MISSING and ab.failing([row])
+
+
+# --- ab.measure with git, the worktrees and the processes stood in for -----------------------------
+
+def _fake_rounds(monkeypatch, rc=lambda name, k: 0, outcomes=lambda name, k: []):
+    """ab.measure's git and `mlpbench run` faked: each round writes its log and reports one record of
+    CASE; returns the results folders measured, in order."""
+    calls = []
+    monkeypatch.setattr(ab, "_git", lambda repo, *a: subprocess.CompletedProcess(a, 0, "", ""))
+    monkeypatch.setattr(ab, "_preflight", lambda *a: None)
+
+    def measure(tree, out, tier, args):
+        calls.append(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "log.txt").write_text("Traceback: boom\n")
+        name, k = out.name.rsplit("-", 1)
+        return rc(name, int(k)), "Traceback: boom\n"
+
+    monkeypatch.setattr(ab, "_measure", measure)
+    monkeypatch.setattr(ab, "_read", lambda out: ([_record(CASE, len(calls))], outcomes(*out.name.rsplit("-", 1)),
+                                                  "cpu-x"))
+    return calls
+
+
+def _args(rounds=2, results=None):
+    return Namespace(op=None, variant=None, dtype=None, shape=None, rounds=rounds, results=results)
+
+
+SHAS = {"base": "b" * 40, "head": "h" * 40}
+
+
+def test_rounds_alternate_abba(monkeypatch, tmp_path):
+    calls = _fake_rounds(monkeypatch)
+    sides = ab.measure(_args(4), tmp_path, SHAS, tmp_path, "quick")
+    assert [p.name for p in calls] == ["base-1", "head-1", "head-2", "base-2", "base-3", "head-3", "head-4", "base-4"]
+    assert sides["base"][CASE].rounds == sides["head"][CASE].rounds == 4
+
+
+def test_a_round_that_exits_1_with_no_failed_case_is_a_crash_exit_2(monkeypatch, tmp_path):
+    _fake_rounds(monkeypatch, rc=lambda name, k: int(name == "head" and k == 2))
+    with pytest.raises(ab.ABInputError, match=r"at head .* round 2/2 exited 1 with no failed case") as err:
+        ab.measure(_args(2, tmp_path / "kept"), tmp_path, SHAS, tmp_path, "quick")
+    assert str(tmp_path / "kept" / "head-2" / "log.txt") in str(err.value) and "boom" in str(err.value)
+    # exit 1 where an outcome says a case failed is a verdict, not a crash
+    _fake_rounds(monkeypatch, rc=lambda name, k: int(name == "head"),
+                 outcomes=lambda name, k: [{"case": CASE, "outcome": "failed", "reason": "boom"}] * (name == "head"))
+    sides = ab.measure(_args(2), tmp_path, SHAS, tmp_path / "w", "quick")
+    (row,) = ab.judge(sides["base"], sides["head"])
+    assert row["verdict"] == "failed at head: boom" and ab.failing([row])
+
+
+def test_a_relative_results_folder_is_made_absolute_and_a_used_one_refused(monkeypatch, tmp_path):
+    calls = _fake_rounds(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    ab.measure(_args(1, Path("kept")), tmp_path, SHAS, tmp_path / "w", "quick")
+    assert calls == [tmp_path / "kept" / "base-1", tmp_path / "kept" / "head-1"]
+    (tmp_path / "again" / "head-2").mkdir(parents=True)  # an empty one is fine
+    ab.measure(_args(2, Path("again")), tmp_path, SHAS, tmp_path / "w", "quick")
+    n = len(calls)
+    with pytest.raises(ab.ABInputError, match="base-1 already holds results") as err:
+        ab.measure(_args(1, Path("kept")), tmp_path, SHAS, tmp_path / "w", "quick")
+    assert str(tmp_path / "kept") in str(err.value) and len(calls) == n  # refused before measuring
+
+
+def test_one_round_is_warned_of(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(ab, "resolve", lambda repo, rev: rev * 10)
+    monkeypatch.setattr(ab, "measure", lambda *a: {"base": {}, "head": {}})
+    monkeypatch.setattr(ab, "judge", lambda *a, **k: [])
+    args = Namespace(base="b", head="h", tier="quick", rounds=1, threshold=None, repo=tmp_path, markdown=None,
+                     json=False)
+    assert ab.run(args, tmp_path) == 0
+    assert "--rounds 1" in capsys.readouterr().err
+    args.rounds = 2
+    assert ab.run(args, tmp_path) == 0 and "warning" not in capsys.readouterr().err
+
+
 # --- the command, on a clone ----------------------------------------------------------------------
 
 def _git(repo, *args):
@@ -172,8 +254,11 @@ def test_the_ab_workflow_posts_one_comment_per_pull_request_from_a_gpu_runner():
     assert set(on["pull_request"]["types"]) == {"labeled", "synchronize"}
     job = doc["jobs"]["ab"]
     assert "'benchmark'" in job["if"] and {"self-hosted", "gpu"} <= set(job["runs-on"])
-    assert doc["permissions"]["pull-requests"] == "write" and job["steps"][0]["with"]["fetch-depth"] == 0
+    assert doc["permissions"] == {"contents": "read", "pull-requests": "write"}
+    checkout = job["steps"][0]["with"]
+    assert checkout["fetch-depth"] == 0 and checkout["persist-credentials"] is False
     runs = "\n".join(s.get("run", "") for s in job["steps"])
     assert "--base ${{ github.event.pull_request.base.sha }}" in runs
-    assert "--head ${{ github.event.pull_request.head.sha }}" in runs and "--markdown ab.md" in runs
+    # head: the merge commit checked out, so base's newer commits are on both sides
+    assert "--head ${{ github.sha }}" in runs and "--markdown ab.md" in runs
     assert ab.MARKER in runs and "-X PATCH" in runs and "-X POST" in runs

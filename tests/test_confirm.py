@@ -39,16 +39,25 @@ def _verdict(case: str, verdict: str = "regression", method: str = "track_device
                         "bootstrap")
 
 
-class FakeMeasurer:
-    """Says "regression" for a target from commit `bad_from` (index into `shas`) on, for cases in `cases`."""
+def _row(verdict: str, ci_high: float | None = None) -> dict:
+    """An ab row: a regression's interval above 1, an unchanged one's tight about 1 (or ci_high)."""
+    high = ci_high if ci_high is not None else 1.3 if verdict == "regression" else 1.01
+    return {"verdict": verdict, "ratio": (1 + high) / 2, "ci_low": 1 - (high - 1), "ci_high": high, "threshold": 0.02}
 
-    def __init__(self, shas: list[str], bad_from: dict[str, int]):
-        self.shas, self.bad_from, self.calls = shas, bad_from, []
+
+class FakeMeasurer:
+    """Says "regression" for a target from commit `bad_from` (index into `shas`) on, for cases in `cases`;
+    `tick` is called on each measurement."""
+
+    def __init__(self, shas: list[str], bad_from: dict[str, int], tick=None):
+        self.shas, self.bad_from, self.calls, self.tick = shas, bad_from, [], tick
 
     def __call__(self, base, head, targets):
         self.calls.append((base, head, [t.case for t in targets]))
+        if self.tick:
+            self.tick()
         at = self.shas.index(head)
-        return {t.key: "regression" if t.case in self.bad_from and at >= self.bad_from[t.case] else "unchanged"
+        return {t.key: _row("regression" if t.case in self.bad_from and at >= self.bad_from[t.case] else "unchanged")
                 for t in targets}
 
 
@@ -99,7 +108,7 @@ def test_cases_that_part_ways_are_bisected_apart(tmp_path):
     assert {c.param: c.first_bad for c in found} == {A: shas[2], B: shas[7]}
 
 
-def _night(tmp_path, monkeypatch, reproduce: set[str], *, no_confirm=False):
+def _night(tmp_path, monkeypatch, reproduce: set[str], *, no_confirm=False, tick=None):
     """nightly.run with ASV, the gate and the measurer stood in for: A and B flagged by the gate."""
     shas = _history(tmp_path / "repo", 1)
     base, head = shas
@@ -110,7 +119,7 @@ def _night(tmp_path, monkeypatch, reproduce: set[str], *, no_confirm=False):
                                                                     A, "v1", 1.0, None) for d, c in enumerate(shas)])
     monkeypatch.setattr(nightly.gate, "compare", lambda *a, **k: [_verdict(A), _verdict(B)])
     monkeypatch.setattr(nightly.gate, "host_on_one_box", lambda points, verdicts, *a, **k: (verdicts, None))
-    fake = FakeMeasurer(shas, {c: 1 for c in reproduce})
+    fake = FakeMeasurer(shas, {c: 1 for c in reproduce}, tick)
     monkeypatch.setattr(confirm, "ab_measurer", lambda *a, **k: fake)
     args = argparse.Namespace(repo=repo, summary=tmp_path / "summary.md", no_publish=True, threshold=None,
                               tier=None, no_confirm=no_confirm, json=tmp_path / "verdicts.json")
@@ -167,9 +176,102 @@ def test_the_ab_measurer_measures_exactly_the_flagged_cases(tmp_path, monkeypatc
     monkeypatch.setattr(ab, "judge", lambda b, h, thr, **k: [{"case": c, "metric": "device time", "verdict": v}
                                                              for c, v in rows.items()])
     targets = [t for t in (confirm.target(_verdict(c)) for c in (A, B, other, third)) if isinstance(t, confirm.Target)]
-    said = confirm.ab_measurer(tmp_path)("b", "h", targets)
+    said = {k: r["verdict"] for k, r in confirm.ab_measurer(tmp_path)("b", "h", targets).items()}
     assert sorted(calls) == [(["gelu_mul"], ["eager"], ["fp32"], ["t333-h3000", "t8192-h3072"], "standard"),
                              (["linear"], ["eager"], ["bf16"], ["t1024-i32-o64"], "standard"),
                              (["linear"], ["eager"], ["fp32"], ["t1024-i32-o64"], "standard")]
     assert said == {(A, "track_device_time"): "regression", (B, "track_device_time"): "unchanged",
                     (other, "track_device_time"): "not measured", (third, "track_device_time"): "improvement"}
+
+
+def test_a_regression_ab_does_not_rule_out_is_inconclusive_and_still_fails(tmp_path):
+    """Box noise only where ab's interval's upper bound is below 1 + the gate's threshold (2% here)."""
+    shas = _history(tmp_path / "repo", 1)
+
+    def wide(base, head, targets):  # unchanged by ab's own (wider) threshold, but up to +5% not ruled out
+        return {t.key: _row("unchanged", 1.05 if t.case == A else 1.01) for t in targets}
+
+    found = confirm.confirm([_verdict(A), _verdict(B)], shas[0], shas[1], wide, repo=tmp_path / "repo")
+    assert {c.param: c.status for c in found} == {A: confirm.INCONCLUSIVE, B: confirm.NOISE}
+    assert [v.param for v in confirm.failing([_verdict(A), _verdict(B)], found)] == [A]
+    assert "1 inconclusive" in confirm.markdown(found) and "1.0500" in confirm.markdown(found)
+
+
+def test_an_unjudged_metric_is_not_answered_by_another_metrics_row(tmp_path, monkeypatch):
+    """Only a case-level row (metric "—") answers for every metric of its case."""
+    from mlpbench import ab
+
+    monkeypatch.setattr(ab, "resolve", lambda repo, rev: rev)
+    monkeypatch.setattr(ab, "measure", lambda *a: {"base": {}, "head": {}})
+    monkeypatch.setattr(ab, "judge", lambda *a, **k: [
+        {"case": A, "metric": "device time", **_row("regression")},
+        {"case": B, "metric": "—", "verdict": "failed at head: boom"}])
+    host = [confirm.target(_verdict(c, method="track_host_time")) for c in (A, B)]
+    said = confirm.ab_measurer(tmp_path)("b", "h", host)
+    assert said[(A, "track_host_time")]["verdict"] == "not measured"
+    assert said[(B, "track_host_time")]["verdict"] == "failed at head: boom"
+    found = confirm.confirm([_verdict(A, method="track_host_time")], "b", "h", confirm.ab_measurer(tmp_path))
+    assert [c.status for c in found] == [confirm.UNMEASURED]
+
+
+def test_bisection_follows_the_first_parent_line(tmp_path):
+    """A merged branch's commits are never midpoints: only base's first-parent descendants up to head."""
+    repo = tmp_path / "repo"
+    base = _history(repo, 0)[0]
+    _git(repo, "branch", "side")
+    main = []
+    for name in ("m1", "m2"):
+        (repo / f"{name}.txt").write_text(name)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", name)
+        main.append(_git(repo, "rev-parse", "HEAD"))
+    _git(repo, "checkout", "-q", "side")
+    side = []
+    for name in ("s1", "s2", "s3"):
+        (repo / f"{name}.txt").write_text(name)
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", name)
+        side.append(_git(repo, "rev-parse", "HEAD"))
+    _git(repo, "checkout", "-q", "-")
+    _git(repo, "merge", "-q", "--no-ff", "side", "-m", "merge side")
+    merge = _git(repo, "rev-parse", "HEAD")
+    (repo / "m3.txt").write_text("m3")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "m3")
+    line = [*main, merge, _git(repo, "rev-parse", "HEAD")]
+    fake = FakeMeasurer(line, {A: 2})  # the merge brought it
+    (c,) = confirm.confirm([_verdict(A)], base, line[-1], fake, repo=repo)
+    assert c.first_bad == merge and c.first_bad_subject == "merge side"
+    assert not {head for _, head, _ in fake.calls} & set(side)
+
+
+def test_a_midpoint_that_cannot_be_measured_stops_the_bisection(tmp_path):
+    shas = _history(tmp_path / "repo", 7)
+    fake = FakeMeasurer(shas, {A: 6})
+
+    def flaky(base, head, targets):
+        if head != shas[-1]:
+            raise RuntimeError("the midpoint does not build")
+        return fake(base, head, targets)
+
+    (c,) = confirm.confirm([_verdict(A)], shas[0], shas[-1], flaky, repo=tmp_path / "repo")
+    assert c.status == confirm.CONFIRMED and c.first_bad is None
+    assert "not bisected: RuntimeError: the midpoint does not build" in c.reason
+
+
+def test_the_nights_wall_time_leaves_out_the_confirmation(tmp_path, monkeypatch):
+    """A long confirmation neither counts in the night's recorded wall time nor sets off the warning."""
+    from types import SimpleNamespace
+
+    clock = [0.0]
+    monkeypatch.setattr(nightly, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    kept = nightly.history_path(tmp_path / "repo", MACHINE)
+    kept.parent.mkdir(parents=True)
+    kept.write_text(json.dumps([{"commit": "a" * 40, "bench": "x", "wall_s": 1.0, "date": "2026-12-01"}]))
+
+    def tick():
+        clock[0] += 1000.0
+
+    rc, summary, *_ = _night(tmp_path, monkeypatch, {A}, tick=tick)
+    assert rc == 1 and "**Warning:**" not in summary, summary
+    assert json.loads(kept.read_text())[-1]["wall_s"] == 0
