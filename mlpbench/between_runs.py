@@ -4,7 +4,7 @@ gate's threshold that the samples of one process cannot show.
 Within one process a case's device-time samples are tight, so the gate's within-run rule (three
 robust coefficients of variation of them, at least the floor) is sharp. Between fresh processes,
 the same generated code with the same launch configurations moves further (a GEMM's clocks under
-its power cap, which box and which process it ran in; docs/compiled-aa.md has the study). A gate
+its power cap, which box and which process it ran in; studies/compiled-aa/ has the study). A gate
 that flags those moves blames a commit for the process it ran in.
 
 So each case's between-run noise is measured, not guessed: the standard deviation of the log of

@@ -146,7 +146,9 @@ def cache_key(kernel_dir: Path) -> str:
 def cache_dirs() -> list[Path]:
     """Where materialised variants go, in order of preference: the user's cache, then a private temp folder."""
     uid = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
-    dirs = [Path(tempfile.gettempdir()) / f"mlpbench-{uid}" / "kernels"]
+    # One level under the shared temp folder: a parent another user could create first would let them
+    # swap what is below it between our check and the import.
+    dirs = [Path(tempfile.gettempdir()) / f"mlpbench-{uid}-kernels"]
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     try:  # The XDG spec says to ignore a relative XDG_CACHE_HOME.
         dirs.insert(0, (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "mlpbench" / "kernels")
@@ -159,9 +161,9 @@ def _private(root: Path) -> None:
     """Make root, refusing one that another user owns or can write: its code would be imported."""
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     if hasattr(os, "getuid"):
-        st = root.stat()
-        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise PermissionError(f"{root} is owned or writable by another user")
+        st = root.lstat()  # a symlink is refused: its target is not ours to vouch for
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise PermissionError(f"{root} is a link, or owned or writable by another user")
 
 
 def _publish(files: dict[str, bytes], repo: Path) -> None:

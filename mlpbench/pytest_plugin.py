@@ -37,6 +37,7 @@ def pytest_configure(config):
 
     environment.prepare()
     environment.interpret_triton_without_gpu()
+    _OUTCOMES.clear()  # a second pytest.main in one process starts with no outcomes of the first
 
 
 _OUTCOMES: dict[str, dict] = {}

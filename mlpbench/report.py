@@ -122,7 +122,7 @@ def _outcomes(results: Path, runs: list[PytestRun]) -> pd.DataFrame:
     file alone, in its machine's folder)."""
     found = [(r.path, r.machine, r.datetime) for r in runs]
     alone = [p for p in sorted((results / "pytest").rglob("*" + tables.OUTCOMES_SUFFIX))
-             if not p.with_name(p.name.removesuffix(tables.OUTCOMES_SUFFIX) + ".json").is_file()]
+             if not p.name.startswith(".") and not p.with_name(p.name.removesuffix(tables.OUTCOMES_SUFFIX) + ".json").is_file()]
     for p in alone:
         try:  # named like a run: a UTC stamp first
             when = dt.datetime.strptime(p.name[:16], "%Y%m%dT%H%M%SZ").isoformat()
@@ -829,7 +829,7 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
     out.append(("The regression gate on these runs",
                 [("text", "`mlpbench check` on each commit of `asv/` against the previous commit it shares benchmarks "
                           "with, as the nightly runs it. Thresholds and test: the README's \"Regression gate\"; how "
-                          "often it finds planted slowdowns, and its false alarms: `docs/regression-detection.md`."),
+                          "often it finds planted slowdowns, and its false alarms: `studies/gate-detection/README.md`."),
                  ("table", gate_table(data))]))
     costs = case_costs(data)
     cost_tables = (("Per run", run_cost_table(data, costs)), ("The slowest cases", slowest_cases_table(data, costs=costs)))

@@ -214,9 +214,11 @@ class PytestRun:
 
 
 def pytest_files(results: Path, folder: str = "pytest") -> list[Path]:
-    """The pytest-benchmark files under results/<folder> (a run's outcomes file is not one)."""
+    """The pytest-benchmark files under results/<folder> (a run's outcomes file is not one, nor a
+    hidden file: a run's parts and temporary files, which are not results until it publishes them)."""
     d = results / folder
-    return sorted(p for p in d.rglob("*.json") if not p.name.endswith(".outcomes.json")) if d.is_dir() else []
+    return sorted(p for p in d.rglob("*.json") if not p.name.endswith(".outcomes.json")
+                  and not p.name.startswith(".")) if d.is_dir() else []
 
 
 def pytest_runs(paths) -> list[PytestRun]:

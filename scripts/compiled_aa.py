@@ -1,7 +1,7 @@
 """A/A of compiled cases across fresh processes: spread per case, the autotuner's picks, and what the gate flags.
 
     .venv/bin/python scripts/compiled_aa.py results/pytest/h200/A.json results/pytest/h200/B.json ... \
-        [--calibration K] [--between results/between-runs/h200.json] [--output docs/compiled-aa.md]
+        [--calibration K] [--between results/between-runs/h200.json] [--output studies/compiled-aa/answer.md]
 
 Each file is one `mlpbench run` (a fresh process, every compiled case compiled hermetically). For
 every compiled case measured in all of them: device time per run, the spread (slowest / fastest

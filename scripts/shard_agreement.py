@@ -51,11 +51,11 @@ def report(both: pd.DataFrame, sharded_file: str) -> str:
         f"{sharded_file}: {len(both)} cases from {len(per_shard)} processes, one per GPU "
         f"({', '.join(f'shard {int(k)}: {n}' for k, n in per_shard.items())}); ratio: sharded device time "
         f"over single-GPU (runs: {', '.join(sorted(set(both['run_single'])))}).",
-        tables.markdown(["cases", "count", "median ratio", "5th–95th percentile", f"within ±{AGREEMENT:.0%}"], rows),
+        tables.Table(["cases", "count", "median ratio", "5th–95th percentile", f"within ±{AGREEMENT:.0%}"], rows).markdown(),
         f"Largest differences, cases of {SMALL_CASE_S * 1e6:.0f} µs or more:",
-        tables.markdown(["case", "single µs", "sharded µs", "ratio"],
-                        [[r.case, f"{r.device_time_s_single * 1e6:,.1f}", f"{r.device_time_s * 1e6:,.1f}", f"{r.ratio:.3f}"]
-                         for r in worst.itertuples()]),
+        tables.Table(["case", "single µs", "sharded µs", "ratio"],
+                     [[r.case, f"{r.device_time_s_single * 1e6:,.1f}", f"{r.device_time_s * 1e6:,.1f}", f"{r.ratio:.3f}"]
+                      for r in worst.itertuples()]).markdown(),
     ])
 
 

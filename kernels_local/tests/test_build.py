@@ -174,6 +174,13 @@ def test_cache_folder_falls_back_to_a_private_temp_folder(tmp_path, monkeypatch)
     with pytest.raises(PermissionError, match="another user"):
         kernel_build.materialise(KERNELS_LOCAL / "silu_mul")
 
+    # So is a link, wherever it points: another user could have made it before us.
+    shutil.rmtree(fallback)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    fallback.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(PermissionError, match="a link"):
+        kernel_build.materialise(KERNELS_LOCAL / "silu_mul")
+
 
 def test_sources_load_in_a_fresh_process_with_an_empty_cache(tmp_path):
     """What a fresh clone, an editable install or ASV's wheel does on first use: build, then load."""

@@ -14,7 +14,11 @@ import sys
 import time
 import warnings
 
-import torch
+from mlpbench import environment
+
+environment.prepare()  # before torch and huggingface_hub read it
+
+import torch  # noqa: E402
 
 from mlpbench import registry, runner, timing
 

@@ -1,6 +1,8 @@
 """Where the host time of a compiled kernelized decode call goes (llama, t=1)."""
-import time, torch
-import mlpbench
+import time
+from mlpbench import environment
+environment.prepare()  # before torch and huggingface_hub read it
+import torch
 from mlpbench import sources
 from mlpbench.ops import llama_model, _model
 M = llama_model.MODEL
