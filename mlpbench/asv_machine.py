@@ -125,7 +125,8 @@ def _environment_versions(env) -> dict:
 
 
 def _write(path: Path, doc: dict) -> None:
-    tmp = path.with_suffix(".tmp")
+    # Written whole and renamed in: a process reading the file never sees half of it.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, indent=4, sort_keys=True))
     tmp.replace(path)
 
@@ -153,6 +154,15 @@ def setup() -> None:
     cls = asv_machine.Machine
     if getattr(cls, "_mlpbench", False):
         return
+
+    # ASV rewrites the machine file on every load, in place: with several `asv run`s at once (one per
+    # GPU) a reader could see it half written. Written whole and renamed in instead.
+    def save(c, machine_name, machine_info, _path=None):
+        path = Path(_path or c.get_machine_file_path())
+        doc = json.loads(path.read_text()) if path.is_file() else {}
+        _write(path, doc | {machine_name: machine_info, "version": c.api_version})
+
+    asv_machine.MachineCollection.save = classmethod(save)
     stock_defaults = cls.get_defaults
     known = {name for name, _ in cls.fields}
     cls.fields = cls.fields + [(k, _DESCRIPTIONS[k]) for k in SPLIT_KEYS if k not in known]

@@ -217,6 +217,11 @@ def record(cmd: list[str], repo: Path, n: int, say=print) -> int:
         return subprocess.run(cmd, cwd=repo).returncode
     conf = _config(repo)
     machine, commit = _arg(cmd, "--machine"), _arg(cmd, "--set-commit-hash")
+    # Every part's ASV loads the machine file and refreshes a stale entry in it: refreshed once here,
+    # no two parts write it at once.
+    from .asv_machine import register
+
+    register(machine)
     results_dir = (repo / conf.get("results_dir", "results")).resolve()
     # Inside .asv/ (git ignores it), on the filesystem of results/ so that the merged file is renamed in.
     (repo / ".asv").mkdir(exist_ok=True)
