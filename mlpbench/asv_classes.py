@@ -56,10 +56,12 @@ def own_cache_key(setup_cache, owner: str):
     return setup_cache
 
 
-def _not_a_case(op: str, variant: str, dtype: str, shape_id: str) -> str:
+def _not_a_case(op: str, variant: str, dtype: str, shape_id: str, tier: str) -> str:
     (shape,) = [s for s in registry.SHAPES if s.op == op and s.id == shape_id]
     v = registry.OPS[op].variant(variant)
     why = (f"shape {shape_id} is measured in {', '.join(shape.dtypes)} only" if dtype not in shape.dtypes else
+           f"{variant} is measured in the {', '.join(v.only_tiers)} tier only, not in {tier} (its compile is "
+           "costly)" if not v.in_tier(tier) else
            f"{variant} is measured at {', '.join(v.only_shapes or ['every shape'])} in "
            f"{', '.join(v.only_dtypes or shape.dtypes)} only (its compile is costly)")
     return f"{registry.case_id(op, variant, dtype, shape_id)} is not a case: {why}"
@@ -99,7 +101,7 @@ def op_classes(tier: str, op: str, results: Path | None = None) -> dict[str, typ
     def entry_of(cache, variant, dtype, shape):
         case_id = registry.case_id(op, variant, dtype, shape)
         if case_id not in ids:
-            raise NotImplementedError(_not_a_case(op, variant, dtype, shape))
+            raise NotImplementedError(_not_a_case(op, variant, dtype, shape, tier))
         return entry(cache, case_id)
 
     def device_setup(self, cache, variant, dtype, shape):

@@ -42,3 +42,16 @@ def command(args) -> tuple[list[str], str, str] | int:
     bench = args.bench or tier_bench(args.tier or ("standard" if default_device() == "cuda" else "quick"))
     return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
             "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine
+
+
+def precompile_cases(args) -> list:
+    """The cases whose first calls are made ahead of `asv run` (mlpbench/precompile.py): the tier's that
+    $MLPBENCH_CASES selects; none when --bench names benchmarks of its own."""
+    if getattr(args, "bench", None):
+        return []
+    from .asv_tiers import selected
+    from .runner import default_device
+
+    tier = getattr(args, "tier", None) or ("standard" if default_device() == "cuda" else "quick")
+    ids = set(selected([c.id for c in registry.select(tier)]))
+    return [c for c in registry.select(tier) if c.id in ids]

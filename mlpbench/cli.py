@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="processes, one per GPU, each running every N-th case; 'auto' = the GPUs visible (1 on a CPU)")
     run.add_argument("--trace", type=Path, metavar="DIR",
                      help="also write one Chrome/Perfetto profiler trace per case into DIR (GPU only)")
+    run.add_argument("--precompile", default="auto", metavar="WORKERS",
+                     help="worker processes that make the cases' first calls (compiles, Triton kernels) before "
+                          "timing starts; 0 = none; 'auto' = one per two cores, at most 8, on a GPU (none on a CPU)")
     run.add_argument("pytest_args", nargs="*", help="passed to pytest after '--'")
 
     chk = sub.add_parser("check", help="regression gate over ASV results: exit 1 on a significant slowdown")
@@ -135,10 +138,14 @@ def _asv(args) -> int:
     made = asv_run.command(args)
     if isinstance(made, int):
         return made
+    from . import precompile
+
     cmd = made[0] + list(args.asv_args)
-    print(f"mlpbench: {' '.join(cmd)}", flush=True)
     t0 = time.perf_counter()
-    rc = subprocess.run(cmd, cwd=args.repo).returncode
+    cases = asv_run.precompile_cases(args)
+    with precompile.ahead(cases, precompile.auto_workers(cases), say=lambda m: print(f"mlpbench: {m}", flush=True)):
+        print(f"mlpbench: {' '.join(cmd)}", flush=True)
+        rc = subprocess.run(cmd, cwd=args.repo).returncode
     print(f"mlpbench: asv run exit {rc} after {time.perf_counter() - t0:.0f} s", flush=True)
     return rc
 

@@ -89,7 +89,7 @@ def select(tier: str = "quick", ops=None, variants=None, dtypes=None, shapes=Non
     _check("shape", shapes or [], tuple(dict.fromkeys(s.id for s in SHAPES)))
     return [
         c for c in all_cases()
-        if tier in c.shape.tiers
+        if tier in c.shape.tiers and variant_of(c).in_tier(tier)
         and (not ops or c.op in ops)
         and (not variants or c.variant in variants)
         and (not dtypes or c.dtype in dtypes)

@@ -136,14 +136,15 @@ def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
     variant = variant_of(case)
     generated = None
     if variant.compiles:
-        from . import codegen
+        from . import codegen, precompile
 
         pin, pinned_from = codegen.pins_for(case.id)
-        with codegen.hermetic(pin) as cache:
+        seed = precompile.seed_for(case.id)
+        with codegen.hermetic(pin, seed) as cache:
             before = codegen.snapshot()
             wl = workloads.build(case, device)
             err = workloads.check(wl)
-            generated = codegen.record(before, variant.compile_mode, cache, pinned_from)
+            generated = codegen.record(before, variant.compile_mode, cache, pinned_from, seeded=seed is not None)
     else:
         wl = workloads.build(case, device)
         err = workloads.check(wl)

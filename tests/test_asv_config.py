@@ -119,6 +119,12 @@ def test_skips_lists_each_skipped_benchmark_with_the_reason_its_setup_gives(caps
     assert skipped == len(rows) and skipped < total
 
 
+def test_a_variant_kept_out_of_the_tier_skips_saying_which_tier_measures_it():
+    cls = asv_suite.classes("standard")["MlpHost"]
+    with pytest.raises(NotImplementedError, match="maxautotune is measured in the full tier only, not in standard"):
+        cls().setup({}, "maxautotune", "bf16", "t8192-d768-h3072")
+
+
 def test_skips_agree_with_setup_on_what_a_setup_cache_recorded():
     # The dry cache stands for what setup_cache records: a case skipped while measuring says the same.
     cls = asv_suite.classes("quick")["SiluMulHost"]

@@ -39,7 +39,17 @@ def test_standard_covers_every_op_variant_and_dtype():
         declared = {dt for s in spec.shapes if "standard" in s.tiers for dt in s.dtypes}
         for variant in spec.variants:
             got = {c.dtype for c in std if c.op == op and c.variant == variant.name}
-            assert got == set(variant.only_dtypes or registry.DTYPES) & declared, (op, variant.name, got)
+            want = set(variant.only_dtypes or registry.DTYPES) & declared if variant.in_tier("standard") else set()
+            assert got == want, (op, variant.name, got)
+
+
+def test_a_variant_kept_out_of_a_tier_is_measured_in_the_full_tier():
+    kept_out = [(op, v.name) for op, spec in registry.OPS.items() for v in spec.variants if not v.in_tier("standard")]
+    assert ("mlp", "maxautotune") in kept_out  # its GEMM autotuning costs tens of seconds per case
+    full = registry.select("full")
+    for op, name in kept_out:
+        assert any(c.op == op and c.variant == name for c in full), (op, name)
+        assert not registry.select("standard", ops=[op], variants=[name])
 
 
 def test_full_is_standard_plus_the_largest_shapes():

@@ -93,10 +93,16 @@ class Variant:
     # Where the variant is measured, when not at every shape and dtype of its op (a costly compile).
     only_shapes: tuple[str, ...] | None = None
     only_dtypes: tuple[str, ...] | None = None
+    # The tiers it is measured in, when not every tier of its shapes (a compile that costs more than
+    # a tier's budget allows: max-autotune benchmarks GEMM templates for tens of seconds per case).
+    only_tiers: tuple[str, ...] | None = None
 
     def measured_at(self, shape: "Shape", dtype: str) -> bool:
         return ((self.only_shapes is None or shape.id in self.only_shapes)
                 and (self.only_dtypes is None or dtype in self.only_dtypes))
+
+    def in_tier(self, tier: str) -> bool:
+        return self.only_tiers is None or tier in self.only_tiers
 
     def __post_init__(self):
         if self.role not in ROLES:

@@ -29,7 +29,8 @@ def eager(note: str = "") -> Variant:
                    origin="PyTorch eager" + note)
 
 
-def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, **compile_kwargs) -> Variant:
+def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, only_tiers=None,
+             **compile_kwargs) -> Variant:
     """torch.compile of the eager base (Inductor), specialised to the case's static shape as in the blog.
 
     Built, compiled and autotuned hermetically (mlpbench/codegen.py) by the runner."""
@@ -48,13 +49,15 @@ def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, **co
 
     return Variant(name, "compiler", make,
                    origin="torch.compile, Inductor" + (f" mode={mode!r}" if mode else " default mode"),
-                   compile_mode=mode, only_shapes=only_shapes, only_dtypes=only_dtypes)
+                   compile_mode=mode, only_shapes=only_shapes, only_dtypes=only_dtypes, only_tiers=only_tiers)
 
 
 def maxautotune(**where) -> Variant:
     """torch.compile(mode="max-autotune-no-cudagraphs"): what users try after the default. It also
-    autotunes GEMM templates, which costs minutes per MLP shape, hence `where` (only_shapes, only_dtypes)."""
-    return compiled("maxautotune", mode="max-autotune-no-cudagraphs", **where)
+    autotunes GEMM templates while it compiles, tens of seconds per MLP shape on one GPU at a time, hence
+    `where` (only_shapes, only_dtypes) and the full tier only: the standard tier is the one run before and
+    after every change, and it has a time budget (docs/method.md)."""
+    return compiled("maxautotune", mode="max-autotune-no-cudagraphs", only_tiers=("full",), **where)
 
 
 def liger(make: Callable, what: str, module: str, *, hub_layer: tuple[str, str] | None = None,

@@ -1,0 +1,174 @@
+"""First calls ahead of timing, in parallel worker processes: the compile work of a run done at once.
+
+A case's first call compiles: torch.compile traces and generates code, and a Triton kernel (ours,
+Liger's) is compiled for the case's shapes and dtype. None of it is timed, yet done case by case in
+the measuring process it dominates a tier's wall time. Before any case is timed, `run` makes those
+first calls in worker processes, several at a time:
+
+- a compiled case is compiled hermetically (mlpbench/codegen.py) into a cache folder of its own,
+  which the worker leaves under MLPBENCH_PRECOMPILED; the measuring process starts the case's own
+  hermetic cache from a copy of it (`seed_for`), so Inductor reads the code this run's compile of the
+  same case generated instead of generating it again. Inductor's autotune picks (`*.best_config`)
+  are not kept: workers share the GPU, so their picks were benchmarked on a busy device; the
+  measuring process autotunes afresh, alone on the GPU, as it did without workers;
+- a case with a Triton kernel of ours or Liger's fills Triton's own cache, which the measuring
+  process then reads;
+- max-autotune variants are not precompiled: they benchmark GEMM templates while compiling.
+
+Nothing a worker measured is recorded, and a worker's failure is only printed: the measuring
+process builds and checks every case itself, and reports what fails there.
+
+    python -m mlpbench.precompile FOLDER CASE_ID...   (what `run` starts, one per worker)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENV = "MLPBENCH_PRECOMPILED"  # the folder of the compiled cases' cache folders, one per case
+DROPPED = ("*.best_config", "*.lock")  # autotune picks made on a shared GPU; lock files
+
+
+def eligible(case) -> bool:
+    """Whether `case`'s first call is worth making ahead: it compiles (not in a mode that autotunes GEMMs
+    while compiling) or JIT-compiles a Triton kernel."""
+    from .registry import variant_of
+
+    v = variant_of(case)
+    if v.compiles:
+        return not (v.compile_mode or "").startswith("max-autotune")
+    return v.triton
+
+
+def _slug(case_id: str) -> str:
+    return hashlib.sha256(case_id.encode()).hexdigest()[:16]
+
+
+def seed_for(case_id: str) -> Path | None:
+    """The cache folder a worker left for `case_id` under $MLPBENCH_PRECOMPILED, or None."""
+    root = os.environ.get(ENV)
+    if not root:
+        return None
+    found = Path(root) / _slug(case_id)
+    return found if found.is_dir() else None
+
+
+def workers_for(n_cases: int, cores: int | None = None) -> int:
+    """How many workers: one per two cores (Inductor compiles a graph's kernels in threads of its own),
+    at most eight (each holds a CUDA context and a case in GPU memory), at most one per case."""
+    return max(1, min(8, (cores or _cores()) // 2, n_cases))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run(cases, folder: Path, workers: int, say=_print) -> dict:
+    """The first calls of the eligible `cases`, in `workers` processes at once, compiled cases' caches
+    left in `folder`. Returns what was done: {cases, workers, wall_s, failed}."""
+    todo = [c for c in cases if eligible(c)]
+    info = {"cases": len(todo), "workers": 0, "wall_s": 0.0, "failed": 0}
+    if not todo or workers < 1:
+        return info
+    workers = min(workers, len(todo))
+    # Compiled cases first, spread over the workers: each costs seconds, a Triton kernel's first call less.
+    from .registry import variant_of
+
+    todo.sort(key=lambda c: not variant_of(c).compiles)
+    shares = [todo[k::workers] for k in range(workers)]
+    env = os.environ | {"TORCHINDUCTOR_COMPILE_THREADS": str(max(1, _cores() // workers))}
+    folder.mkdir(parents=True, exist_ok=True)
+    say(f"precompile: first calls of {len(todo)} cases in {workers} worker processes")
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), *[c.id for c in share]],
+                              env=env) for share in shares]
+    info["failed"] = sum(p.wait() != 0 for p in procs)
+    info |= {"workers": workers, "wall_s": time.perf_counter() - t0}
+    say(f"precompile: done in {info['wall_s']:.1f} s" + (f", {info['failed']} worker(s) reported failures"
+                                                         if info["failed"] else ""))
+    return info
+
+
+def auto_workers(cases) -> int:
+    """The workers `run` uses by default: `workers_for` the eligible cases on a GPU; none on a CPU,
+    where compiles share the cores with the timing threads, or for fewer than two cases."""
+    from .runner import default_device
+
+    n = sum(1 for c in cases if eligible(c))
+    return workers_for(n) if default_device() == "cuda" and n > 1 else 0
+
+
+@contextlib.contextmanager
+def ahead(cases, workers: int, say=_print):
+    """`run` for `cases` with `workers` (none: nothing done), its caches handed through $MLPBENCH_PRECOMPILED
+    to every process started inside, and removed after. Yields `run`'s summary (None when nothing ran)."""
+    if workers < 1:
+        yield None
+        return
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mlpbench-precompiled-"))
+    before = os.environ.get(ENV)
+    try:
+        info = run(cases, folder, workers, say=say)
+        os.environ[ENV] = str(folder)
+        yield info
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _first_call(case_id: str, folder: Path) -> None:
+    from . import codegen, registry, runner, workloads
+
+    case = registry.case_by_id(case_id)
+    device = runner.default_device()
+    if runner.skip_reason(case, device):
+        return
+    with runner.measuring_threads(device):
+        if registry.variant_of(case).compiles:
+            with codegen.hermetic() as root:
+                workloads.check(workloads.build(case, device))
+                target = folder / _slug(case_id)
+                shutil.copytree(root, target.with_suffix(".part"), ignore=shutil.ignore_patterns(*DROPPED))
+                target.with_suffix(".part").rename(target)  # whole or absent: seed_for never sees half a folder
+        else:
+            workloads.check(workloads.build(case, device))
+
+
+def main(argv: list[str]) -> int:
+    from . import environment
+
+    environment.prepare()
+    environment.interpret_triton_without_gpu()
+    folder, ids = Path(argv[0]), argv[1:]
+    failed = 0
+    for case_id in ids:
+        try:
+            _first_call(case_id, folder)
+        except Exception as exc:  # noqa: BLE001 - the measuring process meets it again and records it
+            failed += 1
+            print(f"precompile: {case_id}: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr, flush=True)
+        finally:
+            from .runner import release_memory
+
+            release_memory()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""First calls ahead of timing (mlpbench/precompile.py) and the ceilings a run's processes share."""
+
+import json
+
+import pytest
+
+from mlpbench import cli, precompile, registry
+from mlpbench.pytest_plugin import CEILINGS_ENV, shared_ceilings
+
+
+def test_which_cases_are_made_ahead():
+    case = registry.case_by_id
+    assert precompile.eligible(case("mlp/compiled/bf16/t8192-d768-h3072"))
+    assert precompile.eligible(case("mlp/ours/bf16/t8192-d768-h3072"))  # a Triton kernel's JIT
+    assert precompile.eligible(case("mlp/liger/bf16/t8192-d768-h3072"))
+    assert not precompile.eligible(case("mlp/eager/bf16/t8192-d768-h3072"))
+    # max-autotune benchmarks GEMMs while it compiles: never on a GPU that workers share
+    assert not precompile.eligible(case("mlp/maxautotune/bf16/t8192-d768-h3072"))
+
+
+def test_workers_follow_cores_and_cases():
+    assert precompile.workers_for(100, cores=16) == 8
+    assert precompile.workers_for(100, cores=6) == 3
+    assert precompile.workers_for(2, cores=16) == 2
+    assert precompile.workers_for(5, cores=1) == 1
+
+
+def test_no_workers_on_a_cpu_by_default():
+    cases = registry.select("quick", ops=["gelu_mul"])
+    assert precompile.auto_workers(cases) == 0
+
+
+def test_seed_only_where_a_worker_left_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(precompile.ENV, raising=False)
+    assert precompile.seed_for("mlp/compiled/bf16/t8192-d768-h3072") is None
+    monkeypatch.setenv(precompile.ENV, str(tmp_path))
+    assert precompile.seed_for("mlp/compiled/bf16/t8192-d768-h3072") is None
+    (tmp_path / precompile._slug("mlp/compiled/bf16/t8192-d768-h3072")).mkdir()
+    assert precompile.seed_for("mlp/compiled/bf16/t8192-d768-h3072") is not None
+
+
+def test_bad_worker_count_is_refused(capsys):
+    assert cli.main(["run", "--op", "gelu_mul", "--precompile", "many"]) == 2
+    assert "--precompile 'many'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_case_compiled_by_a_worker_is_read_not_compiled_again(tmp_path, monkeypatch):
+    """A worker compiles the case into its folder; the measuring process starts its hermetic cache from
+    it, records that it did, and still checks the result against float64."""
+    from mlpbench import runner
+
+    case = registry.case_by_id("gelu_mul/compiled/fp32/t333-h3000")
+    with precompile.ahead([case], workers=1, say=lambda m: None) as info:
+        assert info["cases"] == 1 and info["failed"] == 0
+        assert precompile.seed_for(case.id) is not None
+        seeds = list(precompile.seed_for(case.id).rglob("*"))
+        assert seeds and not [p for p in seeds if p.name.endswith(".best_config")]
+        prepared = runner.prepare(case, "cpu")
+    assert prepared.codegen["precompiled"] is True
+    assert prepared.max_rel_err <= 1e-4
+    assert precompile.seed_for(case.id) is None  # the folder is gone with the run
+
+
+def test_ceilings_are_measured_once_per_run(tmp_path, monkeypatch):
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {"copy_bandwidth_Bps": 1.0}
+
+    monkeypatch.setenv(CEILINGS_ENV, str(tmp_path / "ceilings.json"))
+    assert shared_ceilings(measure) == {"copy_bandwidth_Bps": 1.0}
+    assert shared_ceilings(measure) == {"copy_bandwidth_Bps": 1.0}
+    assert len(calls) == 1
+    assert json.loads((tmp_path / "ceilings.json").read_text()) == {"copy_bandwidth_Bps": 1.0}
+
+
+def test_a_failed_ceiling_measurement_is_recorded_not_shared(tmp_path, monkeypatch):
+    monkeypatch.setenv(CEILINGS_ENV, str(tmp_path / "ceilings.json"))
+
+    def broken():
+        raise RuntimeError("no GPU memory left")
+
+    assert shared_ceilings(broken) == {"error": "RuntimeError: no GPU memory left"}
+    assert not (tmp_path / "ceilings.json").exists()
