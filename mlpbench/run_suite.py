@@ -16,7 +16,7 @@ from .atomic import publish, temp_path
 
 def run(args, root: Path) -> int:
     """`mlpbench run`: validate the selection, run the benchmarks of `root` in pytest (one process, one
-    per op, or one per GPU), merge their files into one, print the tables."""
+    per group of ops, or one per GPU), merge their files into one, print the tables."""
     started = time.perf_counter()
     from .envinfo import machine_slug
     from .runner import default_device
@@ -121,13 +121,13 @@ def _scratch(cases, workers: int, parts: list[dict]):
 
 
 def _measure(args, argv, cases, ops, n_shards, json_path, tmp_json, tmp_outcomes, parts) -> int:
-    """The pytest process(es) of the run: sharded, one per op, or this one."""
+    """The pytest process(es) of the run: sharded, one per group of ops (op_groups), or this one."""
     import pytest
 
     if n_shards > 1:
         rc = _run_sharded(argv + list(args.pytest_args), n_shards, json_path, tmp_outcomes, parts)
     elif len(ops) > 1:
-        rc = _run_per_op(argv + list(args.pytest_args), ops, json_path, tmp_outcomes, parts)
+        rc = _run_per_op(argv + list(args.pytest_args), op_groups(cases), json_path, tmp_outcomes, parts)
     else:
         t0 = time.perf_counter()
         try:
@@ -166,14 +166,36 @@ def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path, 
     return _run_parts(argv, parts, json_path, outcomes_path, walls, together=True)
 
 
-def _run_per_op(argv: list[str], ops: list[str], json_path: Path, outcomes_path: Path, walls: list[dict]) -> int:
-    """One pytest process per op, one after the other, then one merged JSON and outcomes file.
+# The most cases one pytest process measures. Each process pays its own start (CUDA, the profiler,
+# Inductor, Liger's imports: seconds), so ops share processes; but memory that PyTorch reserves and
+# empty_cache does not return adds up over a process, and a whole tier in one ran out of GPU memory.
+CASES_PER_PROCESS = 150
 
-    As ASV measures each op in a process of its own: memory that PyTorch reserves and empty_cache
-    does not return adds up over a whole tier in one process, and a process per op starts clean."""
+
+def op_groups(cases) -> list[list[str]]:
+    """The ops of `cases` in processes of their own: consecutive ops, in registry order, together while
+    their cases number at most CASES_PER_PROCESS (an op with more has a process to itself)."""
+    groups: list[list[str]] = []
+    size = 0
+    for op in dict.fromkeys(c.op for c in cases):
+        n = sum(1 for c in cases if c.op == op)
+        if groups and size + n <= CASES_PER_PROCESS:
+            groups[-1].append(op)
+            size += n
+        else:
+            groups.append([op])
+            size = n
+    return groups
+
+
+def _run_per_op(argv: list[str], groups: list[list[str]], json_path: Path, outcomes_path: Path,
+                walls: list[dict]) -> int:
+    """One pytest process per group of ops (op_groups), one after the other, then one merged JSON and
+    outcomes file. As ASV measures each op in a process of its own, a process starts with no memory
+    reserved by the ops before it."""
     kept = [a for a in argv if not a.startswith("--op=")]
-    return _run_parts(kept, [(f"op {op}", ["-v", f"--op={op}"], {}) for op in ops], json_path, outcomes_path,
-                      walls, together=False)
+    return _run_parts(kept, [(f"op{'s' if len(g) > 1 else ''} {', '.join(g)}", ["-v", *[f"--op={op}" for op in g]], {})
+                             for g in groups], json_path, outcomes_path, walls, together=False)
 
 
 def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_path: Path, outcomes_path: Path,

@@ -84,18 +84,19 @@ print(check, report, [m for m in ("torch", "triton") if m in sys.modules])
     assert (tmp_path / "report" / "report.html").is_file() and (tmp_path / "pages" / "h200.md").is_file()
 
 
-def test_run_measures_each_op_in_a_process_of_its_own_and_writes_one_file(tmp_path):
+def test_run_measures_small_ops_in_one_process_and_writes_one_file(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "mlpbench.cli", "run", "--tier", "quick", "--op", "linear", "--op", "silu_mul",
          "--variant", "eager", "--dtype", "fp32", "--results", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "mlpbench: op linear" in proc.stdout and "mlpbench: op silu_mul" in proc.stdout
+    assert "mlpbench: ops linear, silu_mul" in proc.stdout  # few cases: one process (run_suite.op_groups)
     (path,) = [f for f in tmp_path.glob("*/*-quick-*.json") if not f.name.endswith(".outcomes.json")]
     doc = json.loads(path.read_text())
     infos = [b["extra_info"] for b in doc["benchmarks"]]
-    assert {(i["op"], i["shard"]) for i in infos} == {("linear", 0), ("silu_mul", 1)}
+    assert {(i["op"], i["shard"]) for i in infos} == {("linear", 0), ("silu_mul", 0)}
+    assert [p["part"] for p in doc["mlpbench_run"]["parts"]] == ["ops linear, silu_mul"]
     # every case's outcome is in the run's own file
     assert {o["case"] for o in doc["outcomes"]} == {i["case"] for i in infos}
     assert not list(tmp_path.glob("*/.*part*")) and not list(tmp_path.glob("*/.*outcomes*"))  # per-process files gone

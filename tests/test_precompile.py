@@ -84,3 +84,15 @@ def test_a_failed_ceiling_measurement_is_recorded_not_shared(tmp_path, monkeypat
 
     assert shared_ceilings(broken) == {"error": "RuntimeError: no GPU memory left"}
     assert not (tmp_path / "ceilings.json").exists()
+
+
+def test_ops_share_a_process_up_to_the_cap():
+    from mlpbench import run_suite
+
+    cases = registry.select("standard")
+    groups = run_suite.op_groups(cases)
+    assert [op for g in groups for op in g] == list(dict.fromkeys(c.op for c in cases))  # each op once, in order
+    for g in groups:
+        n = sum(1 for c in cases if c.op in g)
+        assert n <= run_suite.CASES_PER_PROCESS or len(g) == 1, (g, n)
+    assert len(groups) < len({c.op for c in cases})
