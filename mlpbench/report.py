@@ -658,8 +658,10 @@ PHASE_COLUMNS = {"phase_check_s": "check & compile", "phase_device_s": "device t
                  "phase_host_s": "host timing", "phase_profile_s": "profiler"}
 assert set(PHASE_COLUMNS) | {"wall_s"} <= NAMES, set(PHASE_COLUMNS) - NAMES
 SLOWEST_CASES = 10  # per machine
-COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the part its cases spent in each phase (check & "
-             "compile: the float64 check, where compiled variants compile; device timing; host timing, single "
+COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the first calls that worker processes made "
+             "before timing began (compiles made ahead, `--precompile`), the part its cases spent in each phase "
+             "(check & compile: the float64 check, where compiled variants compile or read what a worker "
+             "compiled; device timing; host timing, single "
              "calls and back to back; the profiler pass) and the rest, outside any case (process starts, "
              "imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
              "more than the run. Then, per machine, the slowest cases, each from its newest record. Runs "
@@ -710,13 +712,17 @@ def run_cost_table(data: Loaded, costs: pd.DataFrame | None = None) -> tables.Ta
         if total is None and g is None:
             continue
         in_cases = 0.0 if g is None else float(g["wall_s"].sum())
+        # the first calls that worker processes made before any case was timed (mlpbench/precompile.py)
+        ahead = sum(p.get("wall_s", 0.0) for p in data.run_walls.get(name, {}).get("parts", [])
+                    if str(p.get("part", "")).startswith("precompile"))
         phases = [_share(0.0 if g is None else float(g[k].sum()), total) for k in PHASE_COLUMNS]
+        rest = None if total is None else total - in_cases - ahead
         rows.append([run.machine, run.path.name, "—" if total is None else _secs(total),
-                     str(0 if g is None else len(g)), *phases,
-                     "—" if total is None or in_cases > total else _share(total - in_cases, total)])
+                     str(0 if g is None else len(g)), _share(ahead, total) if ahead else "—", *phases,
+                     "—" if rest is None or rest < 0 else _share(rest, total)])
         files.append(name)
-    return tables.Table(["machine", "run", "wall time", "cases", *PHASE_COLUMNS.values(), "outside the cases"],
-                        rows, sorted(files))
+    return tables.Table(["machine", "run", "wall time", "cases", "compiles made ahead", *PHASE_COLUMNS.values(),
+                         "outside the cases"], rows, sorted(files))
 
 
 def slowest_cases_table(data: Loaded, n: int = SLOWEST_CASES, costs: pd.DataFrame | None = None) -> tables.Table:

@@ -67,7 +67,7 @@ def costed(tmp_path):
               [record("gelu_mul", "eager", "bf16", "t9-h9", {"t": 9, "h": 9}, device_us=5.0)])
     costed_run(results, "box", OLD, "2026-12-01T00:00:00+00:00",
                {A: (10.0, 8.0, 1.0, 0.5, 0.3), B: (30.0, 2.0, 20.0, 5.0, 2.0), C: (5.0, 4.0, 0.5, 0.2, 0.1)},
-               run_wall_s=100.0)
+               run_wall_s=100.0, ahead_s=20.0)
     # newer: A became the slowest case, C the fastest; this run's file has no total
     costed_run(results, "box", NEW, "2026-12-02T00:00:00+00:00", {A: (40.0, 39.0, 0.5, 0.3, 0.1),
                                                                    C: (1.0, 0.5, 0.2, 0.2, 0.0)})
@@ -98,9 +98,10 @@ def test_each_run_states_its_total_and_its_phases(costed):
     old = rows[("box", OLD)]
     assert old["wall time"] == "100.0 s" and old["cases"] == "3"
     assert old["check & compile"] == "14.0 s (14%)" and old["device timing"] == "21.5 s (22%)"
-    assert old["outside the cases"] == "55.0 s (55%)"
+    assert old["compiles made ahead"] == "20.0 s (20%)" and old["outside the cases"] == "35.0 s (35%)"
     new = rows[("box", NEW)]
     assert new["wall time"] == "—" and new["check & compile"] == "39.5 s" and new["outside the cases"] == "—"
+    assert new["compiles made ahead"] == "—"
 
 
 def test_the_section_is_in_the_report_and_left_out_without_the_fields(costed, tmp_path):
