@@ -9,12 +9,13 @@ On a CPU the case is built and timed with `runner.cpu_threads()` intra-op thread
 """
 
 import os
+import time
 
 import pytest
 import torch
 
 from mlpbench import runner, timing
-from mlpbench.pytest_plugin import selected_cases, selected_tier
+from mlpbench.pytest_plugin import note_release, selected_cases, selected_tier
 from mlpbench.timing import sync_perf_counter
 
 
@@ -30,7 +31,9 @@ def _release_memory(request):
     next cases down with it. MLPBENCH_MEMORY_LOG=FILE appends, per case, the GPU memory still
     allocated and reserved after that (to find what holds memory across cases)."""
     yield
+    t0 = time.perf_counter()
     runner.release_memory()
+    note_release(time.perf_counter() - t0)
     log = os.environ.get("MLPBENCH_MEMORY_LOG")
     if log and torch.cuda.is_available() and torch.cuda.is_initialized():
         with open(log, "a") as f:

@@ -7,6 +7,7 @@ records only what was timed; `--outcomes PATH` writes them to a file of their ow
 that timed nothing gets no benchmark JSON).
 """
 
+import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,31 @@ def pytest_configure(config):
     environment.prepare()
     environment.interpret_triton_without_gpu()
     _OUTCOMES.clear()  # a second pytest.main in one process starts with no outcomes of the first
+    _PROCESS.clear()
+    _PROCESS.update(configured_at=time.perf_counter(), release_s=0.0, ceilings_s=0.0)
 
 
 _OUTCOMES: dict[str, dict] = {}
+# Where this process's time outside its cases goes, for the run file's `parts` (run_suite): from
+# configuring to the first case (collection, imports), memory released between cases, the ceilings.
+_PROCESS: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _PROCESS.setdefault("first_case_at", time.perf_counter())
+
+
+def note_release(seconds: float) -> None:
+    """Add the seconds one case's memory release took (the suite's teardown) to this process's account."""
+    _PROCESS["release_s"] = _PROCESS.get("release_s", 0.0) + seconds
+
+
+def process_cost() -> dict:
+    """This process's time outside its cases so far: `start_s` (configured to first case), `release_s`,
+    `ceilings_s`."""
+    start = _PROCESS.get("first_case_at", time.perf_counter()) - _PROCESS.get("configured_at", time.perf_counter())
+    return {"start_s": round(start, 3), "release_s": round(_PROCESS.get("release_s", 0.0), 3),
+            "ceilings_s": round(_PROCESS.get("ceilings_s", 0.0), 3)}
 
 
 def pytest_runtest_logreport(report):
@@ -76,6 +99,7 @@ def pytest_sessionfinish(session):
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     output_json["outcomes"] = list(_OUTCOMES.values())
+    output_json["mlpbench_process"] = process_cost()
 
 
 def selected_tier(config) -> str:
@@ -135,5 +159,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     from mlpbench.runner import release_memory
 
     release_memory()  # the cases' memory back before the ceilings' 1 GiB buffers
+    t0 = time.perf_counter()
     measured = shared_ceilings(ceilings)
+    _PROCESS["ceilings_s"] = _PROCESS.get("ceilings_s", 0.0) + time.perf_counter() - t0
     machine_info["mlpbench"] = environment() | {"machine": machine_slug(), "ceilings": measured}

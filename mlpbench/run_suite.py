@@ -133,13 +133,22 @@ def _measure(args, argv, cases, ops, n_shards, json_path, tmp_json, tmp_outcomes
         try:
             rc = pytest.main(argv + list(args.pytest_args))
         finally:
-            parts.append({"part": f"op {ops[0]}", "wall_s": time.perf_counter() - t0})
+            parts.append({"part": f"op {ops[0]}", "wall_s": time.perf_counter() - t0} | _process_cost(tmp_json))
             # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
             if tmp_json.exists() and tmp_json.stat().st_size > 0:
                 publish(tmp_json, json_path)
             else:
                 tmp_json.unlink(missing_ok=True)
     return rc
+
+
+def _process_cost(path: Path) -> dict:
+    """`mlpbench_process` of a pytest process's JSON (pytest_plugin.process_cost); {} without one."""
+    try:
+        found = json.loads(path.read_text()).get("mlpbench_process")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _shard_count(spec: str) -> int | None:
@@ -225,6 +234,8 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
     for label, t0, proc in procs:
         codes.append(proc.wait())  # in start order: a part's wall time is at most the time until it is waited on
         walls.append({"part": label, "wall_s": time.perf_counter() - t0})
+    for entry, path in zip(walls[-len(parts):], jsons):  # each process's time outside its cases, where it wrote it
+        entry |= _process_cost(path)
     done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
     if done:
         write_json(json_path, shards.merge(done))
@@ -235,6 +246,11 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
     return failed[0] if failed else 0
 
 
+def _without_process(doc: dict) -> dict:
+    """A run's document without a process's own `mlpbench_process`: each process's is in `mlpbench_run`'s parts."""
+    return {k: v for k, v in doc.items() if k != "mlpbench_process"}
+
+
 def _fold_outcomes(json_path: Path, tmp_outcomes: Path, outcomes_path: Path, run_info: dict) -> Path | None:
     """The outcomes into the run's JSON (its `outcomes` list), and `run_info` as its `mlpbench_run`;
     where no JSON was written (nothing timed), into a file of their own. Returns where they are."""
@@ -242,12 +258,13 @@ def _fold_outcomes(json_path: Path, tmp_outcomes: Path, outcomes_path: Path, run
 
     if not tmp_outcomes.exists():
         if json_path.exists():
-            write_json(json_path, json.loads(json_path.read_text()) | {"mlpbench_run": run_info})
+            write_json(json_path, _without_process(json.loads(json_path.read_text())) | {"mlpbench_run": run_info})
             return json_path
         return None
     outcomes = json.loads(tmp_outcomes.read_text())["outcomes"]
     if json_path.exists():
-        write_json(json_path, json.loads(json_path.read_text()) | {"outcomes": outcomes, "mlpbench_run": run_info})
+        write_json(json_path, _without_process(json.loads(json_path.read_text()))
+                   | {"outcomes": outcomes, "mlpbench_run": run_info})
         where = json_path
     else:
         write_json(outcomes_path, {"outcomes": outcomes, "mlpbench_run": run_info})

@@ -88,7 +88,10 @@ def device_time(fn, input_sets: list[tuple], *, replays: int = REPLAYS) -> Devic
     # host's launch path (tens of µs) instead of a 1 µs kernel, and give far too few calls.
     try:
         probe_calls = max(4, n)
-        per_call = statistics.median(_replay_samples(_capture(fn, input_sets, probe_calls), 3)) / probe_calls
+        # No warm-up for the probe: it only sizes the timed graph, whose replays are warmed up.
+        probe = _capture(fn, input_sets, probe_calls)
+        per_call = statistics.median(_replay_samples(probe, 3, warmup_s=0.0)) / probe_calls
+        del probe
         calls = max(1, min(MAX_CALLS_PER_REPLAY, math.ceil(TARGET_REPLAY_S / max(per_call, 1e-7))))
         calls = math.ceil(calls / n) * n  # every input set is used equally often
         graph = _capture(fn, input_sets, calls)
@@ -117,13 +120,13 @@ def _capture(fn, input_sets, calls: int) -> torch.cuda.CUDAGraph:
     return graph
 
 
-def _replay_samples(graph: torch.cuda.CUDAGraph, replays: int) -> list[float]:
-    """Seconds of each of `replays` back-to-back replays, timed with CUDA events, after a warm-up."""
+def _replay_samples(graph: torch.cuda.CUDAGraph, replays: int, warmup_s: float = WARMUP_S) -> list[float]:
+    """Seconds of each of `replays` back-to-back replays, timed with CUDA events, after `warmup_s` of replays."""
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     # Warm up for WARMUP_S: the first few replays of a graph run slower than the rest, which would
     # widen every interval the gate computes.
-    deadline = time.perf_counter() + WARMUP_S
+    deadline = time.perf_counter() + warmup_s
     while time.perf_counter() < deadline:
         graph.replay()
         torch.cuda.synchronize()

@@ -45,6 +45,9 @@ def test_a_run_records_each_cases_phases_and_its_own_wall_time(tmp_path):
     assert run["wall_s"] >= info["wall_s"]
     (part,) = run["parts"]
     assert part["part"] == "op gelu_mul" and info["wall_s"] <= part["wall_s"] <= run["wall_s"]
+    # the process's time outside its cases: its start, the memory released after each case, the ceilings
+    assert 0 < part["start_s"] < part["wall_s"] and 0 < part["release_s"] < part["wall_s"]
+    assert part["ceilings_s"] >= 0 and "mlpbench_process" not in doc
 
 
 def test_asv_cache_entries_carry_the_same_phase_fields():
