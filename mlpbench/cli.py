@@ -141,10 +141,10 @@ def _asv(args) -> int:
     from . import precompile
 
     cmd = made[0] + list(args.asv_args)
-    t0 = time.perf_counter()
     cases = asv_run.precompile_cases(args)
     with precompile.ahead(cases, precompile.auto_workers(cases), say=lambda m: print(f"mlpbench: {m}", flush=True)):
         print(f"mlpbench: {' '.join(cmd)}", flush=True)
+        t0 = time.perf_counter()
         rc = subprocess.run(cmd, cwd=args.repo).returncode
     print(f"mlpbench: asv run exit {rc} after {time.perf_counter() - t0:.0f} s", flush=True)
     return rc

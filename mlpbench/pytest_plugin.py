@@ -124,8 +124,9 @@ def selected_cases(config) -> list[registry.Case]:
         raise pytest.UsageError(str(exc)) from None
 
 
-# A file the processes of one `mlpbench run` share the GPU's ceilings through: the first to finish
-# measures them (seconds of 1 GiB copies and 8192³ GEMMs), the others read its figures.
+# A file the processes of one `mlpbench run` share the GPU's ceilings through: a process that finds it
+# reads its figures, one that does not measures them (seconds of 1 GiB copies and 8192³ GEMMs) and
+# writes it; shards that finish together may each measure.
 CEILINGS_ENV = "MLPBENCH_CEILINGS"
 
 
@@ -137,10 +138,14 @@ def shared_ceilings(measure) -> dict:
 
     path = Path(os.environ[CEILINGS_ENV]) if os.environ.get(CEILINGS_ENV) else None
     if path is not None and path.is_file():
+        from mlpbench.timing import CEILINGS_VERSION
+
         try:
-            return json.loads(path.read_text())
+            found = json.loads(path.read_text())
         except (OSError, ValueError):
-            pass  # half written or unreadable: measure here
+            found = None  # unreadable: measure here
+        if isinstance(found, dict) and found.get("ceilings_version") == CEILINGS_VERSION:
+            return found
     try:
         measured = measure()
     except Exception as exc:  # noqa: BLE001 - a run's records must still be written

@@ -700,8 +700,9 @@ def _share(s: float, total: float | None) -> str:
 
 
 def run_cost_table(data: Loaded, costs: pd.DataFrame | None = None) -> tables.Table:
-    """Per run that recorded its cost: its wall time, its cases' phases summed (each with its share of
-    the run's wall time) and the time spent outside any case."""
+    """Per run that recorded its cost: its wall time, the compiles its workers made ahead of timing,
+    its cases' phases summed (each with its share of the run's wall time) and the time spent outside
+    any case."""
     costs = case_costs(data) if costs is None else costs
     by_run = {run: g for run, g in costs.groupby("run")} if not costs.empty else {}
     rows, files = [], []

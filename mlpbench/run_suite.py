@@ -30,6 +30,9 @@ def run(args, root: Path) -> int:
     if not cases:
         print("mlpbench: error: the selection matches no case", file=sys.stderr)
         return 2
+    workers = _precompile_workers(getattr(args, "precompile", "0"), cases)
+    if workers is None:
+        return 2
     from .sources import liger_source
 
     try:
@@ -69,8 +72,7 @@ def run(args, root: Path) -> int:
     if args.trace:
         argv.append(f"--trace-dir={args.trace}")
     n_shards = _shard_count(args.shards)
-    workers = _precompile_workers(getattr(args, "precompile", "0"), cases)
-    if n_shards is None or workers is None:
+    if n_shards is None:
         return 2
     ops = list(dict.fromkeys(c.op for c in cases))
     parts: list[dict] = []  # each pytest process (and the precompile step): its label and wall time
@@ -83,13 +85,17 @@ def run(args, root: Path) -> int:
     return 0 if rc in (0, 5) else (2 if rc == 4 else 1)
 
 
+MAX_PRECOMPILE_WORKERS = 32  # each holds a CUDA context and one case in GPU memory
+
+
 def _precompile_workers(spec: str, cases) -> int | None:
     from . import precompile
 
     if spec == "auto":
         return precompile.auto_workers(cases)
-    if not str(spec).isdigit():
-        print(f"mlpbench: error: --precompile {spec!r}: a number of workers (0 = none) or 'auto'", file=sys.stderr)
+    if not str(spec).isdigit() or int(spec) > MAX_PRECOMPILE_WORKERS:
+        print(f"mlpbench: error: --precompile {spec!r}: a number of workers from 0 (none) to "
+              f"{MAX_PRECOMPILE_WORKERS}, or 'auto'", file=sys.stderr)
         return None
     return int(spec)
 

@@ -30,7 +30,9 @@ def release_memory() -> None:
     A full collection first, for tensors held in reference cycles. After the first case, what is still
     alive (torch's, Inductor's and Triton's modules and the caches a first case builds) is frozen out of
     later collections (gc.freeze): otherwise every case pays a traversal of all of it, a large part of
-    a µs case's wall time. Frozen objects are still freed when their last reference goes."""
+    a µs case's wall time. Frozen objects are still freed when their last reference goes, but one that
+    later becomes garbage inside a reference cycle is never collected: at worst, once per process, what
+    its first case left alive."""
     import gc
 
     global _FROZEN
@@ -153,10 +155,12 @@ def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
         pin, pinned_from = codegen.pins_for(case.id)
         seed = precompile.seed_for(case.id)
         with codegen.hermetic(pin, seed) as cache:
-            before = codegen.snapshot()
+            before, hits = codegen.snapshot(), codegen.cache_hits()
             wl = workloads.build(case, device)
             err = workloads.check(wl)
-            generated = codegen.record(before, variant.compile_mode, cache, pinned_from, seeded=seed is not None)
+            # a worker's folder counts only where the compile read it (a cache hit), not merely when it was there
+            seeded = None if seed is None else codegen.cache_hits() > hits
+            generated = codegen.record(before, variant.compile_mode, cache, pinned_from, seeded=seeded)
     else:
         wl = workloads.build(case, device)
         err = workloads.check(wl)

@@ -6,6 +6,7 @@ import pytest
 
 from mlpbench import cli, precompile, registry
 from mlpbench.pytest_plugin import CEILINGS_ENV, shared_ceilings
+from mlpbench.timing import CEILINGS_VERSION
 
 
 def test_which_cases_are_made_ahead():
@@ -25,7 +26,10 @@ def test_workers_follow_cores_and_cases():
     assert precompile.workers_for(5, cores=1) == 1
 
 
-def test_no_workers_on_a_cpu_by_default():
+def test_no_workers_on_a_cpu_by_default(monkeypatch):
+    from mlpbench import runner
+
+    monkeypatch.setattr(runner, "default_device", lambda: "cpu")
     cases = registry.select("quick", ops=["gelu_mul"])
     assert precompile.auto_workers(cases) == 0
 
@@ -39,9 +43,11 @@ def test_seed_only_where_a_worker_left_one(tmp_path, monkeypatch):
     assert precompile.seed_for("mlp/compiled/bf16/t8192-d768-h3072") is not None
 
 
-def test_bad_worker_count_is_refused(capsys):
-    assert cli.main(["run", "--op", "gelu_mul", "--precompile", "many"]) == 2
+def test_bad_worker_count_is_refused(capsys, tmp_path):
+    assert cli.main(["run", "--op", "gelu_mul", "--precompile", "many", "--results", str(tmp_path)]) == 2
     assert "--precompile 'many'" in capsys.readouterr().err
+    assert cli.main(["run", "--op", "gelu_mul", "--precompile", "500", "--results", str(tmp_path)]) == 2
+    assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
 @pytest.mark.slow
@@ -56,24 +62,36 @@ def test_a_case_compiled_by_a_worker_is_read_not_compiled_again(tmp_path, monkey
         assert precompile.seed_for(case.id) is not None
         seeds = list(precompile.seed_for(case.id).rglob("*"))
         assert seeds and not [p for p in seeds if p.name.endswith(".best_config")]
-        prepared = runner.prepare(case, "cpu")
-    assert prepared.codegen["precompiled"] is True
+        with runner.measuring_threads("cpu"):  # as the suite builds a case: the thread count is in its code
+            prepared = runner.prepare(case, "cpu")
+    assert prepared.codegen["precompiled"] is True  # the compile read the worker's folder (a cache hit)
     assert prepared.max_rel_err <= 1e-4
     assert precompile.seed_for(case.id) is None  # the folder is gone with the run
+    # a folder the compile cannot use (here: empty) is recorded as missed, and the case compiled here
+    (tmp_path / precompile._slug(case.id)).mkdir()
+    monkeypatch.setenv(precompile.ENV, str(tmp_path))
+    with runner.measuring_threads("cpu"):
+        again = runner.prepare(case, "cpu")
+    assert again.codegen["precompiled"] is False and again.max_rel_err <= 1e-4
 
 
 def test_ceilings_are_measured_once_per_run(tmp_path, monkeypatch):
     calls = []
 
+    measured = {"copy_bandwidth_Bps": 1.0, "ceilings_version": CEILINGS_VERSION}
+
     def measure():
         calls.append(1)
-        return {"copy_bandwidth_Bps": 1.0}
+        return measured
 
     monkeypatch.setenv(CEILINGS_ENV, str(tmp_path / "ceilings.json"))
-    assert shared_ceilings(measure) == {"copy_bandwidth_Bps": 1.0}
-    assert shared_ceilings(measure) == {"copy_bandwidth_Bps": 1.0}
+    assert shared_ceilings(measure) == measured
+    assert shared_ceilings(measure) == measured
     assert len(calls) == 1
-    assert json.loads((tmp_path / "ceilings.json").read_text()) == {"copy_bandwidth_Bps": 1.0}
+    assert json.loads((tmp_path / "ceilings.json").read_text()) == measured
+    # a file of another ceilings version is measured again, not trusted
+    (tmp_path / "ceilings.json").write_text(json.dumps({"copy_bandwidth_Bps": 2.0, "ceilings_version": 1}))
+    assert shared_ceilings(measure) == measured and len(calls) == 2
 
 
 def test_a_failed_ceiling_measurement_is_recorded_not_shared(tmp_path, monkeypatch):
