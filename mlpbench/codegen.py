@@ -58,6 +58,26 @@ def _run_dir() -> str:
     return _RUN_DIR
 
 
+# The folder of cache folders that workers compiled cases into ahead of timing (mlpbench/precompile.py)
+PRECOMPILED_ENV = "MLPBENCH_PRECOMPILED"
+
+
+def precompiled_slug(case_id: str) -> str:
+    """The name of `case_id`'s folder under $MLPBENCH_PRECOMPILED."""
+    return hashlib.sha256(case_id.encode()).hexdigest()[:16]
+
+
+def seed_for(case_id: str) -> Path | None:
+    """The cache folder a worker left for `case_id` under $MLPBENCH_PRECOMPILED, or None."""
+    import os
+
+    root = os.environ.get(PRECOMPILED_ENV)
+    if not root:
+        return None
+    found = Path(root) / precompiled_slug(case_id)
+    return found if found.is_dir() else None
+
+
 PIN_ENV = "MLPBENCH_PIN_AUTOTUNE"  # a results file whose autotuner picks compiled cases start from
 BEST_CONFIG = "*.best_config"  # Inductor's autotune cache entries, one per autotuned kernel
 

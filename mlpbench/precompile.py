@@ -24,7 +24,6 @@ process builds and checks every case itself, and reports what fails there.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
 import subprocess
@@ -32,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-ENV = "MLPBENCH_PRECOMPILED"  # the folder of the compiled cases' cache folders, one per case
+from .codegen import PRECOMPILED_ENV as ENV, precompiled_slug as _slug, seed_for  # noqa: F401 - this module's API
+
 DROPPED = ("*.best_config", "*.lock")  # autotune picks made on a shared GPU; lock files
 
 
@@ -45,19 +45,6 @@ def eligible(case) -> bool:
     if v.compiles:
         return not (v.compile_mode or "").startswith("max-autotune")
     return v.triton
-
-
-def _slug(case_id: str) -> str:
-    return hashlib.sha256(case_id.encode()).hexdigest()[:16]
-
-
-def seed_for(case_id: str) -> Path | None:
-    """The cache folder a worker left for `case_id` under $MLPBENCH_PRECOMPILED, or None."""
-    root = os.environ.get(ENV)
-    if not root:
-        return None
-    found = Path(root) / _slug(case_id)
-    return found if found.is_dir() else None
 
 
 def workers_for(n_cases: int, cores: int | None = None) -> int:

@@ -150,10 +150,10 @@ def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
     variant = variant_of(case)
     generated = None
     if variant.compiles:
-        from . import codegen, precompile
+        from . import codegen
 
         pin, pinned_from = codegen.pins_for(case.id)
-        seed = precompile.seed_for(case.id)
+        seed = codegen.seed_for(case.id)  # a worker's compile of it, made ahead (mlpbench/precompile.py)
         with codegen.hermetic(pin, seed) as cache:
             before, hits = codegen.snapshot(), codegen.cache_hits()
             wl = workloads.build(case, device)
