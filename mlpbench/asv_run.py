@@ -44,6 +44,15 @@ def command(args) -> tuple[list[str], str, str] | int:
             "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine
 
 
+def ahead(args, say):
+    """precompile.ahead for the cases of `precompile_cases(args)`, with the default workers: what
+    `mlpbench asv` and the nightly hold around their `asv run`."""
+    from . import precompile
+
+    cases = precompile_cases(args)
+    return precompile.ahead(cases, precompile.auto_workers(cases), say=say)
+
+
 def precompile_cases(args) -> list:
     """The cases whose first calls are made ahead of `asv run` (mlpbench/precompile.py): the tier's that
     $MLPBENCH_CASES selects; none when --bench names benchmarks of its own."""

@@ -138,11 +138,8 @@ def _asv(args) -> int:
     made = asv_run.command(args)
     if isinstance(made, int):
         return made
-    from . import precompile
-
     cmd = made[0] + list(args.asv_args)
-    cases = asv_run.precompile_cases(args)
-    with precompile.ahead(cases, precompile.auto_workers(cases), say=lambda m: print(f"mlpbench: {m}", flush=True)):
+    with asv_run.ahead(args, say=lambda m: print(f"mlpbench: {m}", flush=True)):
         print(f"mlpbench: {' '.join(cmd)}", flush=True)
         t0 = time.perf_counter()
         rc = subprocess.run(cmd, cwd=args.repo).returncode

@@ -105,11 +105,10 @@ def run(args) -> int:
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
     failed = []
     t0 = time.perf_counter()
-    from . import asv_parallel, precompile  # one `asv run` per GPU where the box has several, merged into one file
+    from . import asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
 
     gpus = asv_parallel.gpu_count()
-    cases = asv_run.precompile_cases(args)
-    with precompile.ahead(cases, precompile.auto_workers(cases), say=_say) as info:
+    with asv_run.ahead(args, say=_say) as info:
         if info is not None:
             steps["precompile"] = info["wall_s"]
         if not (_step("record", cmd + ["--record-samples"], repo) if gpus == 1
