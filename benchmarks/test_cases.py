@@ -30,9 +30,10 @@ def _release_memory(request):
     """After each case, give its GPU memory back: a case that ran out of memory must not take the
     next cases down with it. MLPBENCH_MEMORY_LOG=FILE appends, per case, the GPU memory still
     allocated and reserved after that (to find what holds memory across cases)."""
+    before = runner.allocated_bytes()
     yield
     t0 = time.perf_counter()
-    runner.release_memory()
+    runner.release_memory(before)
     note_release(time.perf_counter() - t0)
     log = os.environ.get("MLPBENCH_MEMORY_LOG")
     if log and torch.cuda.is_available() and torch.cuda.is_initialized():

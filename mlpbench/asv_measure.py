@@ -22,9 +22,14 @@ def each(ids: list[str], label: str, measure) -> dict:
     """`measure(id)` for every id, as a setup_cache returns it: a case that cannot run maps to
     {"skip": reason} (it raised NotImplementedError), one that failed to {"error": ...}, and the
     other cases still run. Progress goes to stderr (`asv run --show-stderr`)."""
+    from . import precompile
+
+    # first calls that worker processes make ahead of this run must be done before anything is timed
+    precompile.wait_for_ahead(say=lambda m: print(f"[{label}] {m}", file=sys.stderr, flush=True))
     out = {}
     for k, i in enumerate(ids, 1):
         t0 = time.perf_counter()
+        before = runner.allocated_bytes()
         try:
             out[i] = measure(i)
             what = "measured"
@@ -35,7 +40,7 @@ def each(ids: list[str], label: str, measure) -> dict:
             out[i] = {"error": f"{type(exc).__name__}: {exc}"}
             what = f"FAILED ({out[i]['error']})"
         finally:
-            runner.release_memory()  # free each case's GPU memory before the next
+            runner.release_memory(before)  # free each case's GPU memory before the next
         print(f"[{label} {k}/{len(ids)}] {i}: {what}, {time.perf_counter() - t0:.2f} s",
               file=sys.stderr, flush=True)
     return out

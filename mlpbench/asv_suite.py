@@ -24,7 +24,7 @@ def results_beside(benchmark_module: str) -> Path:
 
 
 def preload() -> None:
-    """Import what every benchmark's process would otherwise import again, without touching the GPU.
+    """runner.preload, then what exists frozen.
 
     ASV (launch_method forkserver, asv.conf.json) forks each benchmark's process from one server
     that imported the benchmark modules, so modules imported here are already there in every child:
@@ -32,17 +32,8 @@ def preload() -> None:
     parameter combination. CUDA is initialised in the children only, which keeps the fork safe.
     """
     import gc
-    import importlib
 
-    for name in ("torch._dynamo", "torch._inductor.compile_fx", "kernels"):
-        importlib.import_module(name)
-    for op in registry.OPS.values():
-        for v in op.variants:
-            try:
-                if v.preload:
-                    v.preload()
-            except ImportError:
-                pass  # an optional package that is missing: its cases say so when they run
+    runner.preload()
     # Objects that exist now are never collected in the forked children: freezing them keeps the
     # collector from touching (and so copying) their pages in every child.
     gc.freeze()

@@ -64,10 +64,17 @@ def _print(msg: str) -> None:
 def run(cases, folder: Path, workers: int, say=_print) -> dict:
     """The first calls of the eligible `cases`, in `workers` processes at once, compiled cases' caches
     left in `folder`. Returns what was done: {cases, workers, wall_s, failed}."""
+    info = {"cases": 0, "workers": 0, "wall_s": 0.0, "failed": 0}
+    _finish(_start(cases, folder, workers, say, info), say, info)
+    return info
+
+
+def _start(cases, folder: Path, workers: int, say, info: dict) -> list:
+    """The worker processes of `run`, started; `info` filled with what they were given."""
     todo = [c for c in cases if eligible(c)]
-    info = {"cases": len(todo), "workers": 0, "wall_s": 0.0, "failed": 0}
+    info["cases"] = len(todo)
     if not todo or workers < 1:
-        return info
+        return []
     workers = min(workers, len(todo))
     # Compiled cases first, spread over the workers: each costs seconds, a Triton kernel's first call less.
     from .registry import variant_of
@@ -77,14 +84,40 @@ def run(cases, folder: Path, workers: int, say=_print) -> dict:
     env = os.environ | {"TORCHINDUCTOR_COMPILE_THREADS": str(max(1, _cores() // workers))}
     folder.mkdir(parents=True, exist_ok=True)
     say(f"precompile: first calls of {len(todo)} cases in {workers} worker processes")
-    t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), *[c.id for c in share]],
-                              env=env) for share in shares]
+    info |= {"workers": workers, "started": time.perf_counter()}
+    return [subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), *[c.id for c in share]],
+                             env=env) for share in shares]
+
+
+def _finish(procs: list, say, info: dict) -> None:
+    """Wait for `procs`; `info` gets their wall time and how many reported failures."""
+    if not procs:
+        return
     info["failed"] = sum(p.wait() != 0 for p in procs)
-    info |= {"workers": workers, "wall_s": time.perf_counter() - t0}
+    info["wall_s"] = time.perf_counter() - info.pop("started")
     say(f"precompile: done in {info['wall_s']:.1f} s" + (f", {info['failed']} worker(s) reported failures"
                                                          if info["failed"] else ""))
-    return info
+
+
+# Set, while first calls are made ahead, to a file that exists once they are done: a measuring process
+# started meanwhile (its interpreter, imports and collection overlap the compiles) waits for it before
+# its first case (wait_for_ahead), so nothing is timed while the workers hold the CPU and the GPU.
+DONE_ENV = "MLPBENCH_PRECOMPILE_DONE"
+WAIT_POLL_S = 0.05
+
+
+def wait_for_ahead(say=None) -> float:
+    """Block until the first calls made ahead of this run are done ($MLPBENCH_PRECOMPILE_DONE exists);
+    the seconds waited (0.0 when nothing is being made ahead)."""
+    path = os.environ.get(DONE_ENV)
+    if not path or os.path.exists(path):
+        return 0.0
+    t0 = time.perf_counter()
+    if say:
+        say("waiting for the first calls made ahead")
+    while not os.path.exists(path):
+        time.sleep(WAIT_POLL_S)
+    return time.perf_counter() - t0
 
 
 def auto_workers(cases) -> int:
@@ -97,25 +130,45 @@ def auto_workers(cases) -> int:
 
 
 @contextlib.contextmanager
-def ahead(cases, workers: int, say=_print):
+def ahead(cases, workers: int, say=_print, overlap: bool = False):
     """`run` for `cases` with `workers` (none: nothing done), its caches handed through $MLPBENCH_PRECOMPILED
-    to every process started inside, and removed after. Yields `run`'s summary (None when nothing ran)."""
+    to every process started inside, and removed after. Yields `run`'s summary (None when nothing ran).
+
+    `overlap`: yield at once, the workers still running; processes started inside wait for them
+    before their first case (wait_for_ahead), and the summary is complete once the block is left."""
     if workers < 1:
         yield None
         return
     import tempfile
+    import threading
 
     folder = Path(tempfile.mkdtemp(prefix="mlpbench-precompiled-"))
-    before = os.environ.get(ENV)
+    saved = {name: os.environ.get(name) for name in (ENV, DONE_ENV)}
+    info = {"cases": 0, "workers": 0, "wall_s": 0.0, "failed": 0}
+    done = folder / ".done"
     try:
-        info = run(cases, folder, workers, say=say)
-        os.environ[ENV] = str(folder)
+        procs = _start(cases, folder / "cases", workers, say, info)
+        os.environ[ENV] = str(folder / "cases")
+        os.environ[DONE_ENV] = str(done)
+
+        def finish():
+            try:
+                _finish(procs, say, info)
+            finally:
+                done.touch()
+
+        waiter = threading.Thread(target=finish, name="mlpbench-precompile", daemon=True)
+        waiter.start()
+        if not overlap:
+            waiter.join()
         yield info
+        waiter.join()
     finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -144,16 +197,17 @@ def main(argv: list[str]) -> int:
     environment.interpret_triton_without_gpu()
     folder, ids = Path(argv[0]), argv[1:]
     failed = 0
+    from .runner import allocated_bytes, release_memory
+
     for case_id in ids:
+        before = allocated_bytes()
         try:
             _first_call(case_id, folder)
         except Exception as exc:  # noqa: BLE001 - the measuring process meets it again and records it
             failed += 1
             print(f"precompile: {case_id}: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr, flush=True)
         finally:
-            from .runner import release_memory
-
-            release_memory()
+            release_memory(before)
     return 1 if failed else 0
 
 

@@ -40,13 +40,31 @@ def pytest_configure(config):
     environment.interpret_triton_without_gpu()
     _OUTCOMES.clear()  # a second pytest.main in one process starts with no outcomes of the first
     _PROCESS.clear()
-    _PROCESS.update(configured_at=time.perf_counter(), release_s=0.0, ceilings_s=0.0)
+    _PROCESS.update(configured_at=time.perf_counter(), configured_wall=time.time(), release_s=0.0, ceilings_s=0.0,
+                    waited_s=0.0)
 
 
 _OUTCOMES: dict[str, dict] = {}
-# Where this process's time outside its cases goes, for the run file's `parts` (run_suite): from
-# configuring to the first case (collection, imports), memory released between cases, the ceilings.
+# Where this process's time outside its cases goes, for the run file's `parts` (run_suite): from its
+# start to pytest's configuration (the interpreter, torch's import), from configuring to the first case
+# (collection, imports), memory released between cases, the ceilings.
 _PROCESS: dict[str, float] = {}
+# Set by the process that starts this one (run_suite), to its wall clock at the start: `boot_s` is
+# measured from it. Wall clocks, not perf_counter, because the two readings are taken in two processes.
+SPAWNED_ENV = "MLPBENCH_SPAWNED_AT"
+
+
+def pytest_collection_finish(session):
+    """Before the first case: on a GPU, the imports its first calls would make (runner.preload); then,
+    where a run is making first calls ahead in worker processes, wait for them (precompile)."""
+    if not any("test_case[" in item.nodeid for item in session.items):
+        return
+    from mlpbench import precompile, runner
+
+    if runner.default_device() == "cuda":
+        runner.preload()
+    _PROCESS["waited_s"] = _PROCESS.get("waited_s", 0.0) + precompile.wait_for_ahead(
+        say=lambda m: print(f"\nmlpbench: {m}", flush=True))
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -59,11 +77,21 @@ def note_release(seconds: float) -> None:
 
 
 def process_cost() -> dict:
-    """This process's time outside its cases so far: `start_s` (configured to first case), `release_s`,
-    `ceilings_s`."""
+    """This process's time outside its cases so far: `boot_s` (started to configured, where the starting
+    process said when it started), `start_s` (configured to first case), of it `waited_s` (for the first
+    calls made ahead by other processes), `release_s`, `ceilings_s`, and
+    `written_at`, the wall clock now, from which the starting process tells how long the exit took."""
+    import os
+
     start = _PROCESS.get("first_case_at", time.perf_counter()) - _PROCESS.get("configured_at", time.perf_counter())
-    return {"start_s": round(start, 3), "release_s": round(_PROCESS.get("release_s", 0.0), 3),
-            "ceilings_s": round(_PROCESS.get("ceilings_s", 0.0), 3)}
+    out = {"start_s": round(start, 3), "waited_s": round(_PROCESS.get("waited_s", 0.0), 3),
+           "release_s": round(_PROCESS.get("release_s", 0.0), 3),
+           "ceilings_s": round(_PROCESS.get("ceilings_s", 0.0), 3), "written_at": time.time()}
+    try:
+        out["boot_s"] = round(_PROCESS["configured_wall"] - float(os.environ[SPAWNED_ENV]), 3)
+    except (KeyError, ValueError):
+        pass
+    return out
 
 
 def pytest_runtest_logreport(report):

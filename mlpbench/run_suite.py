@@ -104,7 +104,8 @@ def _precompile_workers(spec: str, cases) -> int | None:
 def _scratch(cases, workers: int, parts: list[dict]):
     """What the run's processes share, removed after: a file for the GPU's ceilings, measured by the
     first process that needs them (pytest_plugin), and with `workers` the cases' first calls made ahead
-    of timing (mlpbench/precompile.py), their compile caches handed on through the environment."""
+    of timing (mlpbench/precompile.py), their compile caches handed on through the environment. The
+    first pytest process starts while the workers compile, and waits for them before its first case."""
     import tempfile
 
     from . import precompile
@@ -114,11 +115,12 @@ def _scratch(cases, workers: int, parts: list[dict]):
     with tempfile.TemporaryDirectory(prefix="mlpbench-run-") as folder:
         os.environ[CEILINGS_ENV] = str(Path(folder) / "ceilings.json")
         try:
-            with precompile.ahead(cases, workers, say=lambda m: print(f"mlpbench: {m}", flush=True)) as info:
-                if info is not None:
-                    parts.append({"part": f"precompile: {info['cases']} cases in {info['workers']} workers",
-                                  "wall_s": info["wall_s"]})
+            with precompile.ahead(cases, workers, say=lambda m: print(f"mlpbench: {m}", flush=True),
+                                  overlap=True) as info:
                 yield
+            if info is not None:
+                parts.insert(0, {"part": f"precompile: {info['cases']} cases in {info['workers']} workers",
+                                 "wall_s": info["wall_s"]})
         finally:
             if before is None:
                 os.environ.pop(CEILINGS_ENV, None)
@@ -139,7 +141,8 @@ def _measure(args, argv, cases, ops, n_shards, json_path, tmp_json, tmp_outcomes
         try:
             rc = pytest.main(argv + list(args.pytest_args))
         finally:
-            parts.append({"part": f"op {ops[0]}", "wall_s": time.perf_counter() - t0} | _process_cost(tmp_json))
+            parts.append({"part": f"op {ops[0]}", "wall_s": time.perf_counter() - t0}
+                         | _process_cost(tmp_json, time.time()))
             # pytest-benchmark writes its JSON in place; it becomes a result only once complete.
             if tmp_json.exists() and tmp_json.stat().st_size > 0:
                 publish(tmp_json, json_path)
@@ -148,13 +151,20 @@ def _measure(args, argv, cases, ops, n_shards, json_path, tmp_json, tmp_outcomes
     return rc
 
 
-def _process_cost(path: Path) -> dict:
-    """`mlpbench_process` of a pytest process's JSON (pytest_plugin.process_cost); {} without one."""
+def _process_cost(path: Path, ended_at: float) -> dict:
+    """`mlpbench_process` of a pytest process's JSON (pytest_plugin.process_cost), its `written_at` made
+    `end_s`: from writing the JSON to `ended_at` (the wall clock when the process had exited, or pytest
+    returned); {} without one."""
     try:
         found = json.loads(path.read_text()).get("mlpbench_process")
     except (OSError, ValueError, AttributeError):
         return {}
-    return found if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    written = found.pop("written_at", None)
+    if isinstance(written, (int, float)):
+        found["end_s"] = round(max(0.0, ended_at - written), 3)
+    return found
 
 
 def _shard_count(spec: str) -> int | None:
@@ -182,9 +192,10 @@ def _run_sharded(argv: list[str], n: int, json_path: Path, outcomes_path: Path, 
 
 
 # The most cases one pytest process measures. Each process pays its own start (CUDA, the profiler,
-# Inductor, Liger's imports: seconds), so ops share processes; but memory that PyTorch reserves and
-# empty_cache does not return adds up over a process, and a whole tier in one ran out of GPU memory.
-CASES_PER_PROCESS = 150
+# Inductor, Liger's and transformers' imports: seconds), so ops share processes; but memory that
+# PyTorch reserves and empty_cache does not return adds up over a process, and a whole tier in one ran
+# out of GPU memory: the standard tier runs in two.
+CASES_PER_PROCESS = 200
 
 
 def op_groups(cases) -> list[list[str]]:
@@ -222,6 +233,7 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
 
     from . import shards
     from .atomic import write_json
+    from .pytest_plugin import SPAWNED_ENV
 
     jsons = [json_path.with_name(f".{json_path.stem}.part{k}.json") for k in range(len(parts))]
     outs = [json_path.with_name(f".{json_path.stem}.part{k}.outcomes.json") for k in range(len(parts))]
@@ -231,17 +243,17 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
         print(f"mlpbench: {label}", flush=True)
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "pytest", *base, *extra, f"--benchmark-json={jsons[k]}",
-                                 f"--outcomes={outs[k]}"], env=os.environ | env)
+                                 f"--outcomes={outs[k]}"], env=os.environ | env | {SPAWNED_ENV: repr(time.time())})
         if together:
             procs.append((label, t0, proc))
         else:
             codes.append(proc.wait())
-            walls.append({"part": label, "wall_s": time.perf_counter() - t0})
+            walls.append({"part": label, "wall_s": time.perf_counter() - t0, "exited_at": time.time()})
     for label, t0, proc in procs:
         codes.append(proc.wait())  # in start order: a part's wall time is at most the time until it is waited on
-        walls.append({"part": label, "wall_s": time.perf_counter() - t0})
+        walls.append({"part": label, "wall_s": time.perf_counter() - t0, "exited_at": time.time()})
     for entry, path in zip(walls[-len(parts):], jsons):  # each process's time outside its cases, where it wrote it
-        entry |= _process_cost(path)
+        entry |= _process_cost(path, entry.pop("exited_at"))
     done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
     if done:
         write_json(json_path, shards.merge(done))

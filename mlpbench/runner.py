@@ -22,26 +22,61 @@ from .registry import Case, variant_of
 
 
 _FROZEN = False
+# A case may leave this much more GPU memory allocated than it found and still be taken as having given
+# its own back: the first GEMM on a stream keeps a cuBLAS workspace, which stays allocated.
+RELEASE_SLACK_BYTES = 256 * 2**20
 
 
-def release_memory() -> None:
+def allocated_bytes() -> int | None:
+    """GPU memory allocated now (torch's caching allocator); None without an initialised GPU."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.memory_allocated()
+    return None
+
+
+def release_memory(allocated_before: int | None = None) -> None:
     """Give cached GPU memory back after a case, so one that ran out of memory does not starve the next.
 
-    A full collection first, for tensors held in reference cycles. After the first case, what is still
-    alive (torch's, Inductor's and Triton's modules and the caches a first case builds) is frozen out of
-    later collections (gc.freeze): otherwise every case pays a traversal of all of it, a large part of
-    a µs case's wall time. Frozen objects are still freed when their last reference goes, but one that
-    later becomes garbage inside a reference cycle is never collected: at worst, once per process, what
-    its first case left alive."""
+    A full collection first, for tensors held in reference cycles, unless `allocated_before` (what was
+    allocated when the case started) shows that reference counting already freed what the case
+    allocated: a full collection walks every object of the process (torch, Inductor, transformers),
+    a large part of a µs case's wall time, and most cases free their tensors without one. After the
+    first case, what is still alive (torch's, Inductor's and Triton's modules and the caches a first
+    case builds) is frozen out of later collections (gc.freeze) for the same reason. Frozen objects are
+    still freed when their last reference goes, but one that later becomes garbage inside a reference
+    cycle is never collected: at worst, once per process, what its first case left alive."""
     import gc
 
     global _FROZEN
-    gc.collect()
+    now = allocated_bytes()
+    if allocated_before is None or now is None or now > allocated_before + RELEASE_SLACK_BYTES or not _FROZEN:
+        gc.collect()
     if not _FROZEN:
         gc.freeze()
         _FROZEN = True
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if now is not None:
         torch.cuda.empty_cache()
+
+
+def preload() -> None:
+    """Import what the cases would otherwise import in their first calls, without touching the GPU:
+    Dynamo, Inductor, `kernels` and each variant's own modules (Liger's, transformers').
+
+    Done before the first case, so that no case's wall time holds a package's import, and so that
+    what they create is frozen out of the collections after each case (release_memory)."""
+    import importlib
+
+    from .registry import OPS
+
+    for name in ("torch._dynamo", "torch._inductor.compile_fx", "kernels"):
+        importlib.import_module(name)
+    for op in OPS.values():
+        for v in op.variants:
+            try:
+                if v.preload:
+                    v.preload()
+            except ImportError:
+                pass  # an optional package that is missing: its cases say so when they run
 
 
 def default_device() -> str:
