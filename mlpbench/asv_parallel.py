@@ -243,7 +243,9 @@ def record(cmd: list[str], repo: Path, n: int, say=print) -> int:
             part_cmd = [*cmd[:at], "--config", str(config), *cmd[at:]]
             part_cmd[part_cmd.index("--bench") + 1] = part_bench
             device = _device(k)
-            say(f"record part {k + 1}/{len(benches)} on GPU {device}: {part_bench}")
+            from .asv_run import shown
+
+            say(f"record part {k + 1}/{len(benches)} on GPU {device}: {shown([part_bench])}")
             proc = subprocess.Popen(part_cmd, cwd=repo, env=os.environ | {"CUDA_VISIBLE_DEVICES": device},
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                     encoding="utf-8", errors="replace")

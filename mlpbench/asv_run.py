@@ -7,6 +7,12 @@ import sys
 from . import registry
 
 
+def shown(cmd: list[str], longest: int = 160) -> str:
+    """`cmd` as a line to print: an argument longer than `longest` (a --bench expression of every case)
+    cut short, with its length."""
+    return " ".join(a if len(a) <= longest else f"{a[:longest]}… ({len(a):,} characters)" for a in cmd)
+
+
 def tier_ok(tier: str) -> bool:
     """False, after saying why on stderr, when `tier` is not one of the registry's tiers."""
     try:
@@ -21,7 +27,7 @@ def command(args) -> tuple[list[str], str, str] | int:
     """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
     machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as
     an existing environment, the commit hash (ASV records nothing in one without it), the tier's family
-    as --bench (asv_tiers.bench), and the machine's registration (mlpbench.asv_machine)."""
+    as --bench (asv_tiers.bench_cases), and the machine's registration (mlpbench.asv_machine)."""
     import subprocess
 
     from .asv_machine import register
@@ -36,21 +42,22 @@ def command(args) -> tuple[list[str], str, str] | int:
         print(f"mlpbench: error: {args.repo} is not a git checkout; ASV records results under a commit hash",
               file=sys.stderr)
         return 2
-    from .asv_tiers import bench as tier_bench
+    from .asv_tiers import bench_cases
 
     machine = register(args.machine)["machine"]
-    bench = args.bench or tier_bench(args.tier or ("standard" if default_device() == "cuda" else "quick"))
+    # the tier's family, narrowed to the combinations that are cases: ASV starts no process for the rest
+    bench = args.bench or bench_cases(args.tier or ("standard" if default_device() == "cuda" else "quick"))
     return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
             "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine
 
 
-def ahead(args, say):
+def ahead(args, say, overlap: bool = False):
     """precompile.ahead for the cases of `precompile_cases(args)`, with the default workers: what
-    `mlpbench asv` and the nightly hold around their `asv run`."""
+    `mlpbench asv` and the nightly hold around their `asv run` (`overlap`: started while they compile)."""
     from . import precompile
 
     cases = precompile_cases(args)
-    return precompile.ahead(cases, precompile.auto_workers(cases), say=say)
+    return precompile.ahead(cases, precompile.auto_workers(cases), say=say, overlap=overlap)
 
 
 def precompile_cases(args) -> list:
@@ -67,3 +74,18 @@ def precompile_cases(args) -> list:
     except registry.SelectionError:
         return []  # a bad $MLPBENCH_CASES: nothing made ahead; the benchmarks' setup_cache names it
     return [c for c in registry.select(tier) if c.id in ids]
+
+
+def family(args, bench: str) -> str:
+    """What a night's benchmarks are called in the nightly's history: the `--bench` expression `bench`,
+    or, where it is bench_cases' expression of the tier, the tier's family with a digest of it, so that
+    two nights compare only when they ran the same cases."""
+    import hashlib
+
+    from .asv_tiers import bench as tier_bench, bench_cases
+    from .runner import default_device
+
+    tier = getattr(args, "tier", None) or ("standard" if default_device() == "cuda" else "quick")
+    if getattr(args, "bench", None) or bench != bench_cases(tier):
+        return bench
+    return f"{tier_bench(tier)} cases {hashlib.sha256(bench.encode()).hexdigest()[:12]}"

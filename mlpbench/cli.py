@@ -139,8 +139,8 @@ def _asv(args) -> int:
     if isinstance(made, int):
         return made
     cmd = made[0] + list(args.asv_args)
-    with asv_run.ahead(args, say=lambda m: print(f"mlpbench: {m}", flush=True)):
-        print(f"mlpbench: {' '.join(cmd)}", flush=True)
+    with asv_run.ahead(args, say=lambda m: print(f"mlpbench: {m}", flush=True), overlap=True):
+        print(f"mlpbench: {asv_run.shown(cmd)}", flush=True)
         t0 = time.perf_counter()
         rc = subprocess.run(cmd, cwd=args.repo).returncode
     print(f"mlpbench: asv run exit {rc} after {time.perf_counter() - t0:.0f} s", flush=True)
