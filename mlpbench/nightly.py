@@ -166,7 +166,8 @@ def run(args) -> int:
     lines[2:2] = [*wall_time_lines(wall_s, history, bench, steps), ""]
     if not failed:  # a night with a failed step is not one to compare the next with
         record_night(kept, history, {"commit": head, "bench": bench, "wall_s": round(wall_s, 1),
-                                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
+                                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                     "steps": {k: round(v, 1) for k, v in steps.items() if k != "confirm"}})
     if failed:
         lines += ["", "## Failed steps", "", *[f"- {f}" for f in failed]]
     summary_path.parent.mkdir(parents=True, exist_ok=True)

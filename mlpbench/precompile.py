@@ -18,7 +18,8 @@ first calls in worker processes, several at a time:
 Nothing a worker measured is recorded, and a worker's failure is only printed: the measuring
 process builds and checks every case itself, and reports what fails there.
 
-    python -m mlpbench.precompile FOLDER CASE_ID...   (what `run` starts, one per worker)
+    python -m mlpbench.precompile FOLDER [--claims DIR] CASE_ID...   (what `run` starts, one per worker:
+    each takes the next case no other worker claimed in DIR)
 """
 
 from __future__ import annotations
@@ -76,17 +77,33 @@ def _start(cases, folder: Path, workers: int, say, info: dict) -> list:
     if not todo or workers < 1:
         return []
     workers = min(workers, len(todo))
-    # Compiled cases first, spread over the workers: each costs seconds, a Triton kernel's first call less.
-    from .registry import variant_of
-
-    todo.sort(key=lambda c: not variant_of(c).compiles)
-    shares = [todo[k::workers] for k in range(workers)]
+    todo.sort(key=_cost_rank)
     env = os.environ | {"TORCHINDUCTOR_COMPILE_THREADS": str(max(1, _cores() // workers))}
     folder.mkdir(parents=True, exist_ok=True)
+    claims = folder / ".claims"
+    claims.mkdir(exist_ok=True)
     say(f"precompile: first calls of {len(todo)} cases in {workers} worker processes")
     info |= {"workers": workers, "started": time.perf_counter()}
-    return [subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), *[c.id for c in share]],
-                             env=env) for share in shares]
+    return [subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), "--claims", str(claims),
+                              *[c.id for c in todo]], env=env) for _ in range(workers)]
+
+
+def _cost_rank(case) -> tuple:
+    """Costliest first, so that no worker is left with a long compile at the end: compiled models, then
+    other compiled cases, then a Triton kernel's first call."""
+    from .registry import OPS, variant_of
+
+    return (not variant_of(case).compiles, not OPS[case.op].name.endswith("_model"))
+
+
+def claim(claims: Path, k: int) -> bool:
+    """Whether this worker takes the k-th case: the first worker to create `claims/k` does. Workers
+    take the next unclaimed case when they are free, so a slow compile delays one worker only."""
+    try:
+        os.close(os.open(claims / str(k), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def _finish(procs: list, say, info: dict) -> None:
@@ -196,10 +213,15 @@ def main(argv: list[str]) -> int:
     environment.prepare()
     environment.interpret_triton_without_gpu()
     folder, ids = Path(argv[0]), argv[1:]
+    claims = None
+    if ids[:1] == ["--claims"]:
+        claims, ids = Path(ids[1]), ids[2:]
     failed = 0
     from .runner import allocated_bytes, release_memory
 
-    for case_id in ids:
+    for k, case_id in enumerate(ids):
+        if claims is not None and not claim(claims, k):
+            continue  # another worker has it
         before = allocated_bytes()
         try:
             _first_call(case_id, folder)

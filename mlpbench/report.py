@@ -76,6 +76,7 @@ class Loaded:
     outcomes: pd.DataFrame  # one row per case outcome of a run: machine, run, datetime, case, outcome, reason
     measurements: pd.DataFrame  # one row per measurement, pytest and ASV (MEASUREMENT_COLUMNS): report.csv
     run_walls: dict = dataclasses.field(default_factory=dict)  # run label → its `mlpbench_run`, where it has one
+    nights: list = dataclasses.field(default_factory=list)  # the nightly's wall times (nights), oldest first
 
     @property
     def machines(self) -> list[str]:
@@ -98,7 +99,8 @@ class Loaded:
         runs = [r for r in self.runs if r.machine == machine]
         return Loaded(self.root, runs, rows(self.records), [(f, p) for f, p in self.points if p.machine == machine],
                       rows(self.outcomes), rows(self.measurements),
-                      {k: v for k, v in self.run_walls.items() if k in {self.label(r.path) for r in runs}})
+                      {k: v for k, v in self.run_walls.items() if k in {self.label(r.path) for r in runs}},
+                      [n for n in self.nights if n["machine"] == machine])
 
 
 def load(results: Path) -> Loaded:
@@ -110,7 +112,21 @@ def load(results: Path) -> Loaded:
         records["run"] = [label(Path(f), results) for f in records["file"]]
     points = asv_points(results / "asv")
     return Loaded(results, runs, records, points, _outcomes(results, runs), _measurements(results, records, points),
-                  {label(r.path, results): w for r in runs if (w := _run_wall(r.path))})
+                  {label(r.path, results): w for r in runs if (w := _run_wall(r.path))}, nights(results))
+
+
+def nights(results: Path) -> list[dict]:
+    """Every night that `mlpbench nightly` kept in results/nightly/<machine>.json, with its `machine`
+    and `file`, oldest first per machine."""
+    from .nightly import load_history
+
+    out = []
+    for path in sorted((results / "nightly").glob("*.json")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an unreadable history: no nights, as for the nightly itself
+            found = load_history(path)
+        out += [n | {"machine": path.stem, "file": label(path, results)} for n in found]
+    return out
 
 
 def loaded(results: Path | Loaded) -> Loaded:
@@ -664,8 +680,11 @@ COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the first calls t
              "compiled; device timing; host timing, single "
              "calls and back to back; the profiler pass) and the rest, outside any case (process starts, "
              "imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
-             "more than the run. Then, per machine, the slowest cases, each from its newest record. Runs "
-             "recorded before these fields existed are left out.")
+             "more than the run. Then each pytest process's time outside its cases (its interpreter and imports; "
+             "collection and preloading up to its first case, including any wait for the compiles made ahead, "
+             "which it starts beside; memory released after cases; the ceilings; its exit), the slowest cases "
+             "per machine, each from its newest record, and the wall time of each night of `mlpbench nightly` "
+             "(results/nightly/<machine>.json), by step. Runs recorded before these fields existed are left out.")
 
 
 def case_costs(data: Loaded) -> pd.DataFrame:
@@ -724,6 +743,32 @@ def run_cost_table(data: Loaded, costs: pd.DataFrame | None = None) -> tables.Ta
         files.append(name)
     return tables.Table(["machine", "run", "wall time", "cases", "compiles made ahead", *PHASE_COLUMNS.values(),
                          "outside the cases"], rows, sorted(files))
+
+
+def process_cost_table(data: Loaded) -> tables.Table:
+    """Per pytest process of each run that accounted for it (pytest_plugin.process_cost): its wall time,
+    and the parts of it outside its cases."""
+    keys = {"boot_s": "interpreter and imports", "start_s": "to the first case", "waited_s": "of it, waiting for compiles",
+            "release_s": "memory released", "ceilings_s": "ceilings", "end_s": "exit"}
+    rows, files = [], []
+    for run in sorted(data.runs, key=lambda r: (r.machine, r.path.name)):
+        name = data.label(run.path)
+        for part in data.run_walls.get(name, {}).get("parts", []):
+            if not any(k in part for k in keys):
+                continue
+            rows.append([run.machine, run.path.name, str(part.get("part", "")), _secs(float(part.get("wall_s", 0.0))),
+                         *("—" if k not in part else _secs(float(part[k])) for k in keys)])
+            files.append(name)
+    return tables.Table(["machine", "run", "process", "wall time", *keys.values()], rows, sorted(set(files)))
+
+
+def nightly_cost_table(data: Loaded) -> tables.Table:
+    """Each night `mlpbench nightly` kept: its machine, commit, date, wall time and steps."""
+    rows = [[n["machine"], str(n.get("commit", ""))[:8], str(n.get("date", "")), _secs(float(n["wall_s"])),
+             ", ".join(f"{k} {_secs(float(v))}" for k, v in (n.get("steps") or {}).items()) or "—"]
+            for n in data.nights]
+    return tables.Table(["machine", "commit", "date", "wall time", "steps"], rows,
+                        sorted({n["file"] for n in data.nights}))
 
 
 def slowest_cases_table(data: Loaded, n: int = SLOWEST_CASES, costs: pd.DataFrame | None = None) -> tables.Table:
@@ -839,7 +884,9 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                           "often it finds planted slowdowns, and its false alarms: `studies/gate-detection/README.md`."),
                  ("table", gate_table(data))]))
     costs = case_costs(data)
-    cost_tables = (("Per run", run_cost_table(data, costs)), ("The slowest cases", slowest_cases_table(data, costs=costs)))
+    cost_tables = (("Per run", run_cost_table(data, costs)), ("Per process, outside its cases", process_cost_table(data)),
+                   ("The slowest cases", slowest_cases_table(data, costs=costs)),
+                   ("The nightly", nightly_cost_table(data)))
     out.append(("Where the suite's time goes",
                 [("text", COST_NOTE)] + [part for h3, t in cost_tables if t for part in (("h3", h3), ("table", t))]))
     out.append(("pytest-benchmark runs", [("text", "One row per run: when, which commit, what it measured with, its "

@@ -60,13 +60,16 @@ def run(args, root: Path) -> int:
 
     import pytest
 
+    from .timing import HOST_SAMPLES_S
+
     argv = [str(root / "benchmarks"), "-v", "-p", "no:cacheprovider", f"--rootdir={root}",
             f"-c={root / 'pytest.ini'}", f"--tier={tier}", f"--benchmark-json={tmp_json}",
             f"--outcomes={tmp_outcomes}",
-            # Synchronised host samples for a tenth of a second per case (at least 5), as the ASV path
-            # takes them: the figure is listed, not gated (device time and back-to-back host time have
-            # samples of their own), and the tier has a time budget. `-- --benchmark-max-time=1` overrides.
-            "--benchmark-max-time=0.1"]
+            # Synchronised host samples for a twentieth of a second per case (at least 5), as the ASV path
+            # takes them: the figure is a median, listed, not gated (device time and back-to-back host
+            # time have samples of their own), and the tier has a time budget. `-- --benchmark-max-time=1`
+            # overrides.
+            f"--benchmark-max-time={HOST_SAMPLES_S}"]
     for flag in ("op", "variant", "dtype", "shape"):
         argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
     if args.trace:

@@ -294,3 +294,34 @@ def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert Path(proc.stdout.strip()) == (ROOT / conf["results_dir"]).parent
     assert BY_TIER["quick"]["SiluMulHost"].results_root is None  # classes built in a test write nowhere
+
+
+@pytest.mark.parametrize("tier", registry.TIERS)
+def test_bench_cases_selects_the_cases_combinations_and_the_compile_classes_only(tier, monkeypatch):
+    monkeypatch.delenv(asv_tiers.CASES_ENV, raising=False)
+    regex = asv_tiers.bench_cases(tier)
+    compile_names = set(asv_compile.compile_classes(tier))
+    wanted = {c.id for c in registry.select(tier)}
+    picked, other = set(), set()
+    for t, name in _param_names():
+        if not re.search(regex, name):
+            assert not (t == tier and name.split(".")[1] in compile_names), name  # compile classes run whole
+            continue
+        assert t == tier, name
+        m = re.match(r"\w+\.(\w+?)(Device|Host|Codegen)\.\w+\('(\w+)', '(\w+)', '([\w-]+)'\)$", name)
+        if m:
+            op = {registry.class_name(o): o for o in registry.OPS}[m[1]]
+            picked.add(f"{op}/{m[3]}/{m[4]}/{m[5]}")
+        else:
+            other.add(name.split(".")[1])
+    assert picked == wanted and other <= compile_names
+    # every case's device and host benchmarks are there, not only some
+    for c in list(registry.select(tier))[:5]:
+        combo = ", ".join(repr(v) for v in (c.variant, c.dtype, c.shape.id))
+        assert re.search(regex, f"{tier}.{registry.class_name(c.op)}Host.track_box_id({combo})")
+    # $MLPBENCH_CASES narrows it as it narrows what a setup_cache measures
+    first = registry.select(tier)[0]
+    monkeypatch.setenv(asv_tiers.CASES_ENV, "^" + re.escape(first.id) + "$")
+    narrow = asv_tiers.bench_cases(tier)
+    hits = {n for t, n in _param_names() if re.search(narrow, n) and "(" in n and n.split(".")[1] not in compile_names}
+    assert hits and all(repr(first.shape.id) in n and repr(first.variant) in n for n in hits)
