@@ -13,7 +13,7 @@ from . import registry, runner
 from .asv_classes import VERSION, own_cache_key
 from .asv_measure import each, entry
 from .asv_tiers import CPU_TIER, cases, reason_not_here
-from .compile_probe import probe, started
+from .compile_probe import probe
 
 
 def probe_cases(tier: str) -> list[registry.Case]:
@@ -78,21 +78,11 @@ def _dry_probe(precheck, param) -> dict:
 
 
 def _probe_class(name: str, tier: str, ids: list[str], measure, tracks: dict[str, str], doc: str,
-                 spec, param_name: str = "case", precheck=None) -> type:
-    """An ASV class whose one setup_cache runs `measure` per id (each probe a fresh process of its own,
-    all of them started at once and timed one after another: compile_probe.started, for the
-    arguments `spec(id)` gives) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds)
-    from the result."""
+                 param_name: str = "case", precheck=None) -> type:
+    """An ASV class whose one setup_cache runs `measure` per id (each probe starts fresh processes of
+    its own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result."""
     def setup_cache(self):
-        specs = []
-        for i in ids:
-            try:
-                (precheck or _probe_here)(i)
-            except NotImplementedError:
-                continue  # `each` records the reason
-            specs.append(spec(i))
-        with started(specs):
-            return each(ids, f"{tier}.{name}", measure)
+        return each(ids, f"{tier}.{name}", measure)
 
     setup_cache.timeout = 3600
 
@@ -137,16 +127,13 @@ def compile_classes(tier: str) -> dict[str, type]:
         "CompileTime": _probe_class(
             "CompileTime", tier, [c.id for c in probes], _probe,
             {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
-            "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count.",
-            spec=lambda i: (i, False, False)),
+            "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count."),
         "CompileTimeDynamic": _probe_class(
             "CompileTimeDynamic", tier, [c.id for c in dynamic_probes], functools.partial(_probe, dynamic=True),
             {"track_recompile_new_shape_dynamic": "recompile_s"},
-            "torch.compile(dynamic=True): recompile for a new token count (the MLP only).",
-            spec=lambda i: (i, True, False)),
+            "torch.compile(dynamic=True): recompile for a new token count (the MLP only)."),
         "ChangingShapes": _probe_class(
             "ChangingShapes", tier, list(runs), sequence, {"track_total": "total_s"},
             "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
-            spec=lambda seq_id: (runs[seq_id][0].id, runs[seq_id][1], True),
             param_name="sequence", precheck=lambda seq_id: _probe_here(runs[seq_id][0])),
     }

@@ -20,7 +20,6 @@ none.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -115,79 +114,19 @@ def measure(case_id: str, dynamic: bool = False, sequence: bool = False) -> dict
     }
 
 
-def _args(case_id: str, dynamic: bool, sequence: bool) -> list[str]:
-    return [case_id] + (["--dynamic"] if dynamic else []) + (["--sequence"] if sequence else [])
-
-
-class _Started:
-    """A probe's process, started with empty compiler caches of its own, blocked before its first CUDA
-    call until `result` tells it to go."""
-
-    def __init__(self, args: list[str], wait: bool):
-        self.args = args
-        self._tmp = tempfile.TemporaryDirectory(prefix="mlpbench-compile-")
-        env = os.environ | {
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(self._tmp.name, "inductor"),
-            "TRITON_CACHE_DIR": os.path.join(self._tmp.name, "triton"),
-        }
-        self.proc = subprocess.Popen([sys.executable, "-m", "mlpbench.compile_probe", *args,
-                                      *(["--wait"] if wait else [])], env=env, text=True,
-                                     stdin=subprocess.PIPE if wait else subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.wait = wait
-
-    def result(self, timeout: float) -> dict:
-        try:
-            out, err = self.proc.communicate(GO if self.wait else None, timeout=timeout)
-        finally:
-            self.close()
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"compile probe {' '.join(self.args)} failed:\n{err[-2000:]}")
-        return json.loads(out.strip().splitlines()[-1])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._tmp.cleanup()
-
-
-GO = "go\n"
-_WAITING: dict[tuple, list[_Started]] = {}  # probes started ahead (`started`), by their arguments
-
-
-@contextlib.contextmanager
-def started(specs):
-    """Start a process for each probe of `specs` ((case_id, dynamic, sequence) tuples) at once; `probe`
-    then takes the one started for its arguments. Each imports torch and the suite while the others do
-    (seconds per process), then waits: only what `probe` used to time runs after its go, one probe at a
-    time, so a compile is still timed alone in a fresh process with empty caches. Left unused, they are
-    stopped when the block ends."""
-    mine = []
-    try:
-        for spec in specs:
-            p = _Started(_args(*spec), wait=True)
-            _WAITING.setdefault(tuple(spec), []).append(p)
-            mine.append(p)
-        yield
-    finally:
-        for p in mine:
-            p.close()
-            waiting = _WAITING.get(tuple(_spec_of(p.args)), [])
-            if p in waiting:
-                waiting.remove(p)
-
-
-def _spec_of(args: list[str]) -> tuple:
-    return (args[0], "--dynamic" in args, "--sequence" in args)
-
-
 def probe(case_id: str, *, dynamic: bool = False, sequence: bool = False, timeout: float = 900) -> dict:
-    """Run a probe for `case_id` in a new process with empty compiler caches; return its JSON. A process
-    `started` for the same arguments is used where there is one."""
-    waiting = _WAITING.get((case_id, dynamic, sequence))
-    found = waiting.pop(0) if waiting else _Started(_args(case_id, dynamic, sequence), wait=False)
-    return found.result(timeout)
+    """Run a probe for `case_id` in a new process with empty compiler caches; return its JSON."""
+    args = [case_id] + (["--dynamic"] if dynamic else []) + (["--sequence"] if sequence else [])
+    with tempfile.TemporaryDirectory(prefix="mlpbench-compile-") as tmp:
+        env = os.environ | {
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(tmp, "triton"),
+        }
+        proc = subprocess.run([sys.executable, "-m", "mlpbench.compile_probe", *args],
+                              env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"compile probe {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
@@ -198,12 +137,5 @@ if __name__ == "__main__":
     parser.add_argument("case_id")
     parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
     parser.add_argument("--sequence", action="store_true", help=f"run over token counts {TOKEN_SEQUENCE}")
-    parser.add_argument("--wait", action="store_true",
-                        help="import, then wait for a line on stdin before the first CUDA call (started)")
     a = parser.parse_args()
-    if a.wait:
-        from . import registry, runner, workloads  # noqa: F401 - what measure() imports before it times
-
-        if sys.stdin.readline() != GO:
-            sys.exit(3)  # the process that started it is gone: nothing to measure for
     print(json.dumps(measure(a.case_id, dynamic=a.dynamic, sequence=a.sequence)))

@@ -25,30 +25,3 @@ def test_dynamic_shapes_compile_once_and_static_recompiles():
 def test_probe_refuses_a_case_that_does_not_compile():
     with pytest.raises(RuntimeError, match="is not a compiled case"):
         probe("gelu_mul/eager/fp32/t333-h3000")
-
-
-SEQUENCE = ("gelu_mul/eager/fp32/t333-h3000", False, True)
-
-
-def test_a_probe_started_ahead_waits_for_its_go_and_serves_one_probe():
-    import time
-
-    from mlpbench import compile_probe
-
-    with compile_probe.started([SEQUENCE]):
-        (waiting,) = compile_probe._WAITING[SEQUENCE]
-        time.sleep(1.0)
-        assert waiting.proc.poll() is None  # imported, blocked before measuring
-        r = probe(SEQUENCE[0], sequence=True)
-        assert r["tokens"] == list(TOKEN_SEQUENCE) and waiting.proc.returncode == 0
-        assert compile_probe._WAITING[SEQUENCE] == []  # a second probe of it starts a process of its own
-    assert probe(SEQUENCE[0], sequence=True)["tokens"] == list(TOKEN_SEQUENCE)
-
-
-def test_a_probe_started_ahead_and_never_used_is_stopped_unmeasured():
-    from mlpbench import compile_probe
-
-    with compile_probe.started([SEQUENCE]):
-        (waiting,) = compile_probe._WAITING[SEQUENCE]
-    assert waiting.proc.returncode not in (None, 0) and compile_probe._WAITING[SEQUENCE] == []
-    assert waiting.proc.stdout.closed or waiting.proc.stdout.read() == ""  # it printed no figure
