@@ -110,8 +110,11 @@ def run(args) -> int:
     gpus = asv_parallel.gpu_count()
     # ASV starts while the workers compile; its benchmark processes wait for them before measuring
     with asv_run.ahead(args, say=_say, overlap=True) as info:
-        if not (_step("record", cmd + ["--record-samples"], repo) if gpus == 1
-                else asv_parallel.record(cmd + ["--record-samples"], repo, gpus, say=_say) == 0):
+        # --show-stderr: each setup_cache's line per case (measured or why not, and its seconds) reaches
+        # the log, where a long night shows what it spent its time on
+        record = cmd + ["--record-samples", "--show-stderr"]
+        if not (_step("record", record, repo) if gpus == 1
+                else asv_parallel.record(record, repo, gpus, say=_say) == 0):
             failed.append("ASV run")
     steps["record"] = time.perf_counter() - t0
     if info is not None:

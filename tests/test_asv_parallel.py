@@ -178,5 +178,5 @@ def test_the_nightly_records_through_one_asv_run_per_gpu(tmp_path, monkeypatch):
     args = argparse.Namespace(repo=tmp_path, summary=tmp_path / "summary.md", no_publish=True, threshold=None,
                               no_confirm=True)
     nightly.run(args)
-    assert calls == [(["asv", "run", "--bench", r"^quick\.", "--record-samples"], 2)]
+    assert calls == [(["asv", "run", "--bench", r"^quick\.", "--record-samples", "--show-stderr"], 2)]
     assert "ASV run" not in (tmp_path / "summary.md").read_text()
