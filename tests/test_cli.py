@@ -96,7 +96,10 @@ def test_run_measures_small_ops_in_one_process_and_writes_one_file(tmp_path):
     doc = json.loads(path.read_text())
     infos = [b["extra_info"] for b in doc["benchmarks"]]
     assert {(i["op"], i["shard"]) for i in infos} == {("linear", 0), ("silu_mul", 0)}
-    assert [p["part"] for p in doc["mlpbench_run"]["parts"]] == ["ops linear, silu_mul"]
+    (part,) = doc["mlpbench_run"]["parts"]
+    assert part["part"] == "ops linear, silu_mul"
+    # a process of its own: its interpreter's start and its exit, timed across the two processes
+    assert 0 < part["boot_s"] < part["wall_s"] and 0 <= part["end_s"] < part["wall_s"] and "written_at" not in part
     # every case's outcome is in the run's own file
     assert {o["case"] for o in doc["outcomes"]} == {i["case"] for i in infos}
     assert not list(tmp_path.glob("*/.*part*")) and not list(tmp_path.glob("*/.*outcomes*"))  # per-process files gone

@@ -1,6 +1,7 @@
 """First calls ahead of timing (mlpbench/precompile.py) and the ceilings a run's processes share."""
 
 import json
+import os
 
 import pytest
 
@@ -114,3 +115,65 @@ def test_ops_share_a_process_up_to_the_cap():
         n = sum(1 for c in cases if c.op in g)
         assert n <= run_suite.CASES_PER_PROCESS or len(g) == 1, (g, n)
     assert len(groups) < len({c.op for c in cases})
+
+
+def test_a_case_that_gave_its_memory_back_is_not_collected(monkeypatch):
+    """A full collection walks every object of the process: it runs only where the case left GPU memory
+    allocated (past the slack a cuBLAS workspace takes), or nothing tells."""
+    import gc
+
+    import torch
+
+    from mlpbench import runner
+
+    collected = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(runner, "_FROZEN", True)
+    monkeypatch.setattr(runner, "allocated_bytes", lambda: 10 * 2**30)
+    runner.release_memory(10 * 2**30)  # everything the case allocated was freed already
+    assert collected == []
+    runner.release_memory(10 * 2**30 - runner.RELEASE_SLACK_BYTES + 1)  # within the slack
+    assert collected == []
+    runner.release_memory(10 * 2**30 - runner.RELEASE_SLACK_BYTES - 1)  # the case left memory: collected
+    assert collected == [1]
+    runner.release_memory(None)  # unknown: collected
+    assert collected == [1, 1]
+    monkeypatch.setattr(runner, "allocated_bytes", lambda: None)  # no GPU: collected
+    runner.release_memory(0)
+    assert collected == [1, 1, 1]
+
+
+def test_each_case_is_claimed_by_one_worker_only(tmp_path):
+    assert precompile.claim(tmp_path, 0) and not precompile.claim(tmp_path, 0)
+    assert precompile.claim(tmp_path, 1)
+
+
+def test_a_measuring_process_waits_for_the_first_calls_made_ahead(monkeypatch):
+    """overlap=True yields while the workers still run; wait_for_ahead blocks until they are done, and
+    the summary is complete once the block is left."""
+    import threading
+    import time
+
+    gate = threading.Event()
+
+    def fake_start(cases, folder, workers, say, info):
+        info |= {"cases": 2, "workers": 1, "started": time.perf_counter()}
+        return ["a worker"]
+
+    def fake_finish(procs, say, info):
+        gate.wait(10)
+        info["wall_s"] = time.perf_counter() - info.pop("started")
+
+    monkeypatch.setattr(precompile, "_start", fake_start)
+    monkeypatch.setattr(precompile, "_finish", fake_finish)
+    monkeypatch.delenv(precompile.DONE_ENV, raising=False)
+    assert precompile.wait_for_ahead() == 0.0  # nothing made ahead: no wait
+    with precompile.ahead([], workers=1, say=lambda m: None, overlap=True) as info:
+        assert "wall_s" in info and "started" in info  # yielded before the workers were done
+        threading.Timer(0.3, gate.set).start()
+        waited = precompile.wait_for_ahead()
+        assert waited >= 0.2
+    assert info["cases"] == 2 and info["wall_s"] >= 0.2 and "started" not in info
+    assert precompile.DONE_ENV not in os.environ and precompile.ENV not in os.environ

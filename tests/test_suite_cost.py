@@ -48,6 +48,9 @@ def test_a_run_records_each_cases_phases_and_its_own_wall_time(tmp_path):
     # the process's time outside its cases: its start, the memory released after each case, the ceilings
     assert 0 < part["start_s"] < part["wall_s"] and 0 < part["release_s"] < part["wall_s"]
     assert part["ceilings_s"] >= 0 and "mlpbench_process" not in doc
+    # in this process (one op): no interpreter of its own to time, its exit timed from the file written
+    assert "boot_s" not in part and 0 <= part["end_s"] < part["wall_s"] and "written_at" not in part
+    assert part["waited_s"] == 0  # nothing made ahead on a CPU
 
 
 def test_asv_cache_entries_carry_the_same_phase_fields():
@@ -115,6 +118,38 @@ def test_the_section_is_in_the_report_and_left_out_without_the_fields(costed, tm
     assert "## Where the suite's time goes" in md and A in md
     older = build(tmp_path / "older")
     assert "Where the suite's time goes" not in [t for t, _ in report.sections(older).sections]
+
+
+def test_each_process_states_its_time_outside_its_cases(costed):
+    path = costed / "pytest" / "box" / OLD
+    doc = json.loads(path.read_text())
+    doc["mlpbench_run"]["parts"][-1] |= {"boot_s": 4.0, "start_s": 30.0, "waited_s": 25.0, "release_s": 1.5,
+                                         "ceilings_s": 2.0, "end_s": 3.0}
+    path.write_text(json.dumps(doc))
+    table = report.process_cost_table(report.load(costed))
+    (row,) = [dict(zip(table.headers, r)) for r in table.rows]  # the precompile part and older runs: left out
+    assert row["run"] == OLD and row["process"] == "op gelu_mul" and row["wall time"] == "80.0 s"
+    assert row["interpreter and imports"] == "4.0 s" and row["of it, waiting for compiles"] == "25.0 s"
+    assert row["exit"] == "3.0 s" and table.sources == [f"results/pytest/box/{OLD}"]
+
+
+def test_each_night_states_its_wall_time_and_steps(costed):
+    nights = costed / "nightly"
+    nights.mkdir()
+    (nights / "box.json").write_text(json.dumps([
+        {"commit": "a" * 40, "date": "2026-12-01T02:00:00+00:00", "wall_s": 400.0, "bench": "b"},
+        {"commit": "b" * 40, "date": "2026-12-02T02:00:00+00:00", "wall_s": 380.5, "bench": "b",
+         "steps": {"record": 350.0, "publish": 20.0}}]))
+    (nights / "other.json").write_text("not json")  # unreadable: no nights, no failure
+    data = report.load(costed)
+    table = report.nightly_cost_table(data)
+    assert [r[:4] for r in table.rows] == [["box", "aaaaaaaa", "2026-12-01T02:00:00+00:00", "400.0 s"],
+                                          ["box", "bbbbbbbb", "2026-12-02T02:00:00+00:00", "380.5 s"]]
+    assert table.rows[0][4] == "—" and table.rows[1][4] == "record 350.0 s, publish 20.0 s"
+    assert table.sources == ["results/nightly/box.json"]
+    assert report.nightly_cost_table(data.of(CPU)).rows == []
+    md = report.markdown(report.sections(data.of("box"), full=False), "box")
+    assert "### The nightly" in md and "380.5 s" in md
 
 
 # --- the nightly's history travels with the results --------------------------------------------
