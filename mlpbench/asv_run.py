@@ -13,6 +13,34 @@ def shown(cmd: list[str], longest: int = 160) -> str:
     return " ".join(a if len(a) <= longest else f"{a[:longest]}… ({len(a):,} characters)" for a in cmd)
 
 
+def bench_cases(tier: str) -> str:
+    """asv_tiers.bench(tier) narrowed to what is measured: of each op class, the parameter combinations that are
+    cases ($MLPBENCH_CASES selects), and the compile-tax classes whole.
+
+    ASV forks a process for every parameter combination a --bench expression selects, and runs its
+    `setup` there only to learn that most combinations of variant × dtype × shape are not cases; a
+    combination this leaves out is never started, and ASV files it as n/a, as it files a skip.
+    ASV matches an expression against `<name>(<param reprs>)` for each combination (asv.benchmarks)."""
+    import re
+
+    from .asv_compile import compile_classes
+    from .asv_tiers import selected
+
+    by_op: dict[str, list[str]] = {}
+    for c in registry.select(tier):
+        by_op.setdefault(c.op, []).append(c.id)
+    alternatives = []
+    for op, ids in by_op.items():
+        chosen = set(selected(ids))
+        combos = [", ".join(repr(v) for v in (c.variant, c.dtype, c.shape.id))
+                  for c in registry.select(tier, ops=[op]) if c.id in chosen]
+        if combos:
+            alternatives.append(rf"{registry.class_name(op)}(?:Device|Host|Codegen)\.\w+\("
+                                rf"(?:{'|'.join(re.escape(x) for x in combos)})\)$")
+    alternatives += [rf"{re.escape(name)}\." for name in compile_classes(tier)]
+    return rf"^{tier}\.(?:{'|'.join(alternatives)})"
+
+
 def tier_ok(tier: str) -> bool:
     """False, after saying why on stderr, when `tier` is not one of the registry's tiers."""
     try:
@@ -27,7 +55,7 @@ def command(args) -> tuple[list[str], str, str] | int:
     """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
     machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as
     an existing environment, the commit hash (ASV records nothing in one without it), the tier's family
-    as --bench (asv_tiers.bench_cases), and the machine's registration (mlpbench.asv_machine)."""
+    as --bench (bench_cases), and the machine's registration (mlpbench.asv_machine)."""
     import subprocess
 
     from .asv_machine import register
@@ -42,8 +70,6 @@ def command(args) -> tuple[list[str], str, str] | int:
         print(f"mlpbench: error: {args.repo} is not a git checkout; ASV records results under a commit hash",
               file=sys.stderr)
         return 2
-    from .asv_tiers import bench_cases
-
     machine = register(args.machine)["machine"]
     # the tier's family, narrowed to the combinations that are cases: ASV starts no process for the rest
     bench = args.bench or bench_cases(args.tier or ("standard" if default_device() == "cuda" else "quick"))
@@ -82,7 +108,7 @@ def family(args, bench: str) -> str:
     two nights compare only when they ran the same cases."""
     import hashlib
 
-    from .asv_tiers import bench as tier_bench, bench_cases
+    from .asv_tiers import bench as tier_bench
     from .runner import default_device
 
     tier = getattr(args, "tier", None) or ("standard" if default_device() == "cuda" else "quick")

@@ -27,31 +27,6 @@ def bench(tier: str) -> str:
     return rf"^{tier}\."
 
 
-def bench_cases(tier: str) -> str:
-    """`bench(tier)` narrowed to what is measured: of each op class, the parameter combinations that are
-    cases ($MLPBENCH_CASES selects), and the compile-tax classes whole.
-
-    ASV forks a process for every parameter combination a --bench expression selects, and runs its
-    `setup` there only to learn that most combinations of variant × dtype × shape are not cases; a
-    combination this leaves out is never started, and ASV files it as n/a, as it files a skip.
-    ASV matches an expression against `<name>(<param reprs>)` for each combination (asv.benchmarks)."""
-    from .asv_compile import compile_classes
-
-    by_op: dict[str, list[str]] = {}
-    for c in registry.select(tier):
-        by_op.setdefault(c.op, []).append(c.id)
-    alternatives = []
-    for op, ids in by_op.items():
-        chosen = set(selected(ids))
-        combos = [", ".join(repr(v) for v in (c.variant, c.dtype, c.shape.id))
-                  for c in registry.select(tier, ops=[op]) if c.id in chosen]
-        if combos:
-            alternatives.append(rf"{registry.class_name(op)}(?:Device|Host|Codegen)\.\w+\("
-                                rf"(?:{'|'.join(re.escape(x) for x in combos)})\)$")
-    alternatives += [rf"{re.escape(name)}\." for name in compile_classes(tier)]
-    return rf"^{tier}\.(?:{'|'.join(alternatives)})"
-
-
 def shapes(tier: str, op: str) -> list[registry.Shape]:
     return [s for s in registry.OPS[op].shapes if tier in s.tiers]
 

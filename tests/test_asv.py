@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from project_copy import ROOT, git, project_repo
 
-from mlpbench import asv_classes, asv_compile, asv_machine, asv_measure, asv_suite, asv_tiers, registry
+from mlpbench import asv_classes, asv_compile, asv_machine, asv_measure, asv_run, asv_suite, asv_tiers, registry
 
 # ASV's benchmark families are the tiers: benchmarks/<tier>.py holds asv_suite.classes(tier).
 BY_TIER = {tier: asv_suite.classes(tier) for tier in registry.TIERS}
@@ -299,7 +299,7 @@ def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
 @pytest.mark.parametrize("tier", registry.TIERS)
 def test_bench_cases_selects_the_cases_combinations_and_the_compile_classes_only(tier, monkeypatch):
     monkeypatch.delenv(asv_tiers.CASES_ENV, raising=False)
-    regex = asv_tiers.bench_cases(tier)
+    regex = asv_run.bench_cases(tier)
     compile_names = set(asv_compile.compile_classes(tier))
     wanted = {c.id for c in registry.select(tier)}
     picked, other = set(), set()
@@ -322,6 +322,6 @@ def test_bench_cases_selects_the_cases_combinations_and_the_compile_classes_only
     # $MLPBENCH_CASES narrows it as it narrows what a setup_cache measures
     first = registry.select(tier)[0]
     monkeypatch.setenv(asv_tiers.CASES_ENV, "^" + re.escape(first.id) + "$")
-    narrow = asv_tiers.bench_cases(tier)
+    narrow = asv_run.bench_cases(tier)
     hits = {n for t, n in _param_names() if re.search(narrow, n) and "(" in n and n.split(".")[1] not in compile_names}
     assert hits and all(repr(first.shape.id) in n and repr(first.variant) in n for n in hits)
