@@ -57,12 +57,14 @@ SPAWNED_ENV = "MLPBENCH_SPAWNED_AT"
 def pytest_collection_finish(session):
     """Before the first case: on a GPU, the imports its first calls would make (runner.preload); then,
     where a run is making first calls ahead in worker processes, wait for them (precompile)."""
-    if not any("test_case[" in item.nodeid for item in session.items):
+    cases = [item.callspec.params["case"] for item in session.items
+             if "test_case[" in item.nodeid and hasattr(item, "callspec")]
+    if not cases:
         return
     from mlpbench import precompile, runner
 
     if runner.default_device() == "cuda":
-        runner.preload()
+        runner.preload(c.op for c in cases)
     _PROCESS["waited_s"] = _PROCESS.get("waited_s", 0.0) + precompile.wait_for_ahead(
         say=lambda m: print(f"\nmlpbench: {m}", flush=True))
 

@@ -58,9 +58,10 @@ def release_memory(allocated_before: int | None = None) -> None:
         torch.cuda.empty_cache()
 
 
-def preload() -> None:
-    """Import what the cases would otherwise import in their first calls, without touching the GPU:
-    Dynamo, Inductor, `kernels` and each variant's own modules (Liger's, transformers').
+def preload(ops=None) -> None:
+    """Import what the cases of `ops` (op names; None: every op) would otherwise import in their first
+    calls, without touching the GPU: Dynamo, Inductor, `kernels` and each variant's own modules (Liger's,
+    transformers').
 
     Done before the first case, so that no case's wall time holds a package's import, and so that
     what they create is frozen out of the collections after each case (release_memory)."""
@@ -70,7 +71,7 @@ def preload() -> None:
 
     for name in ("torch._dynamo", "torch._inductor.compile_fx", "kernels"):
         importlib.import_module(name)
-    for op in OPS.values():
+    for op in OPS.values() if ops is None else [OPS[name] for name in dict.fromkeys(ops)]:
         for v in op.variants:
             try:
                 if v.preload:

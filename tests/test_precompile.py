@@ -177,3 +177,23 @@ def test_a_measuring_process_waits_for_the_first_calls_made_ahead(monkeypatch):
         assert waited >= 0.2
     assert info["cases"] == 2 and info["wall_s"] >= 0.2 and "started" not in info
     assert precompile.DONE_ENV not in os.environ and precompile.ENV not in os.environ
+
+
+def test_preload_imports_the_selected_ops_modules_only(monkeypatch):
+    import importlib
+    from types import SimpleNamespace as NS
+
+    from mlpbench import runner
+
+    imported, loaded = [], []
+    monkeypatch.setattr(importlib, "import_module", lambda name: imported.append(name))
+
+    def op(name):
+        return NS(name=name, variants=[NS(preload=None), NS(preload=lambda: loaded.append(name))])
+
+    monkeypatch.setattr(registry, "OPS", {"a": op("a"), "b": op("b")})
+    runner.preload(["a", "a"])
+    assert loaded == ["a"] and "torch._inductor.compile_fx" in imported
+    loaded.clear()
+    runner.preload()
+    assert loaded == ["a", "b"]
