@@ -92,9 +92,10 @@ def table(wide: pd.DataFrame) -> tables.Table:
         for m in machines:
             t, f = r[("device_time_s", m)], r[("of_ceiling", m)]
             cells.append("—" if pd.isna(t) else f"{t * 1e6:,.1f} µs" + ("" if pd.isna(f) else f" · {f:.0%}"))
-        spread = r[("spread", "")]
+        spread, behind = r[("spread", "")], r[("behind", "")]
+        # a case measured on one machine only has no spread and no machine behind (NaN, not text)
         rows.append(["/".join(case), source, *cells, "—" if pd.isna(spread) else f"{spread:.2f}×",
-                     r[("behind", "")] or "—"])
+                     "—" if pd.isna(behind) or not behind else str(behind)])
     return tables.Table(["case", "source", *machines, "spread", "behind"], rows)
 
 

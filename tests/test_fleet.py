@@ -81,6 +81,16 @@ def test_without_a_machine_ceiling_the_slower_machine_is_behind():
     assert h100_cell.endswith("µs") and "%" not in h100_cell, row
 
 
+def test_a_case_on_one_machine_only_has_no_spread_and_nothing_behind():
+    df = _tidy()
+    df = df[~((df["machine"] == "h100") & (df["op"] == "gelu_mul"))]  # gelu_mul measured on the h200 only
+    t = fleet.table(fleet.side_by_side(df, CEILINGS))
+    (row,) = [r for r in t.rows if r[0] == "/".join(GELU) and r[1] == "pytest"]
+    assert row[t.headers.index("h100")] == "—" and row[-2:] == ["—", "—"]
+    assert all(isinstance(c, str) for r in t.rows for c in r)
+    assert "/".join(GELU) in t.markdown()  # every cell is text
+
+
 def test_no_device_time_gives_an_empty_table():
     df = _tidy()
     assert fleet.side_by_side(df[df["metric"] == "time_host"], CEILINGS).empty
