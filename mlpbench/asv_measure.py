@@ -9,6 +9,7 @@ measured entry holds the case's wall time and its phases as the pytest suite's r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -41,9 +42,61 @@ def each(ids: list[str], label: str, measure) -> dict:
             what = f"FAILED ({out[i]['error']})"
         finally:
             runner.release_memory(before)  # free each case's GPU memory before the next
-        print(f"[{label} {k}/{len(ids)}] {i}: {what}, {time.perf_counter() - t0:.2f} s",
-              file=sys.stderr, flush=True)
+        line = f"[{label} {k}/{len(ids)}] {i}: {what}, {time.perf_counter() - t0:.2f} s"
+        print(line, file=sys.stderr, flush=True)
+        _progress(line)
     return out
+
+
+# ASV keeps a setup_cache's output only when it fails: where this names a file, each case's line is
+# appended to it as well, for `progress` (the nightly, `mlpbench asv`) to show while ASV runs.
+PROGRESS_ENV = "MLPBENCH_PROGRESS"
+
+
+def _progress(line: str) -> None:
+    path = os.environ.get(PROGRESS_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+@contextlib.contextmanager
+def progress(say):
+    """While the block runs, `say` each line that setup_caches started inside append to a file of
+    their own ($MLPBENCH_PROGRESS): per case, measured or why not, and its seconds."""
+    import tempfile
+    import threading
+
+    fd, path = tempfile.mkstemp(prefix="mlpbench-progress-", suffix=".log")
+    os.close(fd)
+    before = os.environ.get(PROGRESS_ENV)
+    os.environ[PROGRESS_ENV] = path
+    stop = threading.Event()
+
+    def tail():
+        with open(path) as f:
+            while True:
+                line = f.readline()
+                if line:
+                    say(line.rstrip("\n"))
+                elif stop.is_set():
+                    return
+                else:
+                    time.sleep(0.2)
+
+    reader = threading.Thread(target=tail, name="mlpbench-progress", daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        reader.join(10)
+        if before is None:
+            os.environ.pop(PROGRESS_ENV, None)
+        else:
+            os.environ[PROGRESS_ENV] = before
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def measure_case(case_id: str, results: Path | None = None) -> dict:
@@ -68,8 +121,9 @@ def measure_case(case_id: str, results: Path | None = None) -> dict:
             record.set(**runner.back_to_back_metrics(p))
         with phases("profile"):
             record.set(**runner.structure(p))
-        # A twentieth of a second of single calls (at least ten), as `mlpbench run` takes them: their median
-        # is reported, not gated, on a GPU, and a nightly must leave time for the compile benchmarks.
+        # A twentieth of a second of single calls (at least ten), as long as `mlpbench run` takes them for:
+        # their median is reported, not gated, on a GPU, and a nightly must leave time for the compile
+        # benchmarks.
         with phases("host"):
             record.set(host_time_samples_s=timing.host_time_samples(p.workload.fn, p.input_sets[0],
                                                                     budget_s=timing.HOST_SAMPLES_S, min_samples=10))

@@ -72,7 +72,11 @@ def command(args) -> tuple[list[str], str, str] | int:
         return 2
     machine = register(args.machine)["machine"]
     # the tier's family, narrowed to the combinations that are cases: ASV starts no process for the rest
-    bench = args.bench or bench_cases(args.tier or ("standard" if default_device() == "cuda" else "quick"))
+    try:
+        bench = args.bench or bench_cases(args.tier or ("standard" if default_device() == "cuda" else "quick"))
+    except registry.SelectionError as exc:  # a bad $MLPBENCH_CASES, named
+        print(f"mlpbench: error: {exc}", file=sys.stderr)
+        return 2
     return [sys.executable, "-m", "asv", "run", "--environment", f"existing:{sys.executable}",
             "--set-commit-hash", head, "--machine", machine, "--bench", bench], head, machine
 

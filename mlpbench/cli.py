@@ -139,7 +139,10 @@ def _asv(args) -> int:
     if isinstance(made, int):
         return made
     cmd = made[0] + list(args.asv_args)
-    with asv_run.ahead(args, say=lambda m: print(f"mlpbench: {m}", flush=True), overlap=True):
+    from .asv_measure import progress
+
+    say = lambda m: print(f"mlpbench: {m}", flush=True)  # noqa: E731
+    with asv_run.ahead(args, say=say, overlap=True), progress(say):
         print(f"mlpbench: {asv_run.shown(cmd)}", flush=True)
         t0 = time.perf_counter()
         rc = subprocess.run(cmd, cwd=args.repo).returncode

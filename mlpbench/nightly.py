@@ -43,7 +43,8 @@ def _step(name: str, cmd: list[str], cwd: Path) -> bool:
 
 
 def history_path(repo: Path, machine: str) -> Path:
-    """Where a machine's nights are kept: a JSON list of {commit, date, wall_s, bench}, oldest first."""
+    """Where a machine's nights are kept: a JSON list of {commit, date, wall_s, bench (asv_run.family),
+    steps (seconds per step)}, oldest first."""
     return repo / "results" / "nightly" / f"{machine}.json"
 
 
@@ -108,10 +109,12 @@ def run(args) -> int:
     from . import asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
 
     gpus = asv_parallel.gpu_count()
-    # ASV starts while the workers compile; its benchmark processes wait for them before measuring
-    with asv_run.ahead(args, say=_say, overlap=True) as info:
-        # --show-stderr: each setup_cache's line per case (measured or why not, and its seconds) reaches
-        # the log, where a long night shows what it spent its time on
+    from .asv_measure import progress
+
+    # ASV starts while the workers compile; its benchmark processes wait for them before measuring.
+    # Each case's line (measured or why not, and its seconds) is said as it comes, so a long night shows
+    # where its time goes; --show-stderr adds what a benchmark that failed or skipped printed.
+    with asv_run.ahead(args, say=_say, overlap=True) as info, progress(_say):
         record = cmd + ["--record-samples", "--show-stderr"]
         if not (_step("record", record, repo) if gpus == 1
                 else asv_parallel.record(record, repo, gpus, say=_say) == 0):

@@ -84,8 +84,23 @@ def _start(cases, folder: Path, workers: int, say, info: dict) -> list:
     claims.mkdir(exist_ok=True)
     say(f"precompile: first calls of {len(todo)} cases in {workers} worker processes")
     info |= {"workers": workers, "started": time.perf_counter()}
-    return [subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), "--claims", str(claims),
-                              *[c.id for c in todo]], env=env) for _ in range(workers)]
+    procs: list = []
+    try:
+        for _ in range(workers):
+            procs.append(subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), "--claims",
+                                           str(claims), *[c.id for c in todo]], env=env))
+    except BaseException:
+        _stop(procs)  # none left running with the GPU when the others could not start
+        raise
+    return procs
+
+
+def _stop(procs: list) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        p.wait()
 
 
 def _cost_rank(case) -> tuple:
@@ -125,14 +140,15 @@ WAIT_POLL_S = 0.05
 
 def wait_for_ahead(say=None) -> float:
     """Block until the first calls made ahead of this run are done ($MLPBENCH_PRECOMPILE_DONE exists);
-    the seconds waited (0.0 when nothing is being made ahead)."""
+    the seconds waited (0.0 when nothing is being made ahead). A folder that is gone (the run that set
+    the variable has ended) ends the wait: there is nothing left to wait for."""
     path = os.environ.get(DONE_ENV)
-    if not path or os.path.exists(path):
+    if not path or os.path.exists(path) or not os.path.isdir(os.path.dirname(path)):
         return 0.0
     t0 = time.perf_counter()
     if say:
         say("waiting for the first calls made ahead")
-    while not os.path.exists(path):
+    while not os.path.exists(path) and os.path.isdir(os.path.dirname(path)):
         time.sleep(WAIT_POLL_S)
     return time.perf_counter() - t0
 
@@ -163,6 +179,7 @@ def ahead(cases, workers: int, say=_print, overlap: bool = False):
     saved = {name: os.environ.get(name) for name in (ENV, DONE_ENV)}
     info = {"cases": 0, "workers": 0, "wall_s": 0.0, "failed": 0}
     done = folder / ".done"
+    procs, waiter = [], None
     try:
         procs = _start(cases, folder / "cases", workers, say, info)
         os.environ[ENV] = str(folder / "cases")
@@ -171,8 +188,12 @@ def ahead(cases, workers: int, say=_print, overlap: bool = False):
         def finish():
             try:
                 _finish(procs, say, info)
+            except Exception as exc:  # noqa: BLE001 - the measuring processes build every case themselves
+                info["error"] = f"{type(exc).__name__}: {exc}"
+                say(f"precompile: {info['error']}")
             finally:
-                done.touch()
+                with contextlib.suppress(OSError):  # the folder is gone when the block ended early
+                    done.touch()
 
         waiter = threading.Thread(target=finish, name="mlpbench-precompile", daemon=True)
         waiter.start()
@@ -181,6 +202,9 @@ def ahead(cases, workers: int, say=_print, overlap: bool = False):
         yield info
         waiter.join()
     finally:
+        if waiter is not None and waiter.is_alive():  # the block raised: no worker outlives the run
+            _stop(procs)
+            waiter.join()
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

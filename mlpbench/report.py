@@ -675,11 +675,12 @@ PHASE_COLUMNS = {"phase_check_s": "check & compile", "phase_device_s": "device t
 assert set(PHASE_COLUMNS) | {"wall_s"} <= NAMES, set(PHASE_COLUMNS) - NAMES
 SLOWEST_CASES = 10  # per machine
 COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the first calls that worker processes made "
-             "before timing began (compiles made ahead, `--precompile`), the part its cases spent in each phase "
+             "before timing began (compiles made ahead, `--precompile`; the first pytest process starts beside "
+             "them, so what it does meanwhile is inside that column), the part its cases spent in each phase "
              "(check & compile: the float64 check, where compiled variants compile or read what a worker "
              "compiled; device timing; host timing, single "
-             "calls and back to back; the profiler pass) and the rest, outside any case (process starts, "
-             "imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
+             "calls and back to back; the profiler pass) and the rest, outside any case and outside the compiles made "
+             "ahead (process starts, imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
              "more than the run. Then each pytest process's time outside its cases (its interpreter and imports; "
              "collection and preloading up to its first case, including any wait for the compiles made ahead, "
              "which it starts beside; memory released after cases; the ceilings; its exit), the slowest cases "

@@ -39,8 +39,10 @@ def release_memory(allocated_before: int | None = None) -> None:
 
     A full collection first, for tensors held in reference cycles, unless `allocated_before` (what was
     allocated when the case started) shows that reference counting already freed what the case
-    allocated: a full collection walks every object of the process (torch, Inductor, transformers),
-    a large part of a µs case's wall time, and most cases free their tensors without one. After the
+    allocated, but for RELEASE_SLACK_BYTES: a full collection walks every object of the process
+    (torch, Inductor, transformers), a large part of a µs case's wall time, and most cases free their
+    tensors without one. Garbage a case leaves under the slack waits for the next collection (the
+    interpreter's own, or one a later case needs). The first case is always collected. After the
     first case, what is still alive (torch's, Inductor's and Triton's modules and the caches a first
     case builds) is frozen out of later collections (gc.freeze) for the same reason. Frozen objects are
     still freed when their last reference goes, but one that later becomes garbage inside a reference

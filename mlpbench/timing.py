@@ -155,8 +155,9 @@ def _event_time(fn, input_sets, replays, reason: str) -> DeviceTiming:
     )
 
 
-# Seconds of synchronised single calls per case, in `mlpbench run` (pytest-benchmark's max time) and in
-# ASV's setup_cache alike: their median is listed, not gated, and ten or more calls give it.
+# Seconds of synchronised single calls per case, in `mlpbench run` (pytest-benchmark's max time, at
+# least its 5 rounds) and in ASV's setup_cache (at least 10 calls) alike: their median is listed, not
+# gated.
 HOST_SAMPLES_S = 0.05
 
 

@@ -296,6 +296,21 @@ def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
     assert BY_TIER["quick"]["SiluMulHost"].results_root is None  # classes built in a test write nowhere
 
 
+def _asv_names() -> list[tuple[str, str]]:
+    """(tier, name) for every benchmark combination, named as ASV names them for --bench (asv.benchmarks:
+    `name(params)` with asv_runner's own parameter ids)."""
+    from asv_runner.benchmarks._base import _unique_param_ids
+
+    out = []
+    for tier, classes in BY_TIER.items():
+        for cls_name, cls in classes.items():
+            ids = _unique_param_ids(cls.params)
+            for bench in [b for b in dir(cls) if b.startswith("track_")]:
+                for combo in itertools.product(*ids):
+                    out.append((tier, f"{tier}.{cls_name}.{bench}({', '.join(combo)})"))
+    return out
+
+
 @pytest.mark.parametrize("tier", registry.TIERS)
 def test_bench_cases_selects_the_cases_combinations_and_the_compile_classes_only(tier, monkeypatch):
     monkeypatch.delenv(asv_tiers.CASES_ENV, raising=False)
@@ -303,7 +318,7 @@ def test_bench_cases_selects_the_cases_combinations_and_the_compile_classes_only
     compile_names = set(asv_compile.compile_classes(tier))
     wanted = {c.id for c in registry.select(tier)}
     picked, other = set(), set()
-    for t, name in _param_names():
+    for t, name in _asv_names():
         if not re.search(regex, name):
             assert not (t == tier and name.split(".")[1] in compile_names), name  # compile classes run whole
             continue
@@ -315,13 +330,49 @@ def test_bench_cases_selects_the_cases_combinations_and_the_compile_classes_only
         else:
             other.add(name.split(".")[1])
     assert picked == wanted and other <= compile_names
-    # every case's device and host benchmarks are there, not only some
-    for c in list(registry.select(tier))[:5]:
-        combo = ", ".join(repr(v) for v in (c.variant, c.dtype, c.shape.id))
-        assert re.search(regex, f"{tier}.{registry.class_name(c.op)}Host.track_box_id({combo})")
+    # each case's every benchmark (device, host and, compiled, codegen) is there, not only some
+    per_case = {}
+    for t, name in _asv_names():
+        if t == tier and re.search(regex, name) and "(" in name and name.split(".")[1] not in compile_names:
+            key = (re.sub(r"(Device|Host|Codegen)$", "", name.split(".")[1]), name.split("(", 1)[1])
+            per_case[key] = per_case.get(key, 0) + 1
+    assert set(per_case.values()) <= {6, 7} and len(per_case) == len(wanted)
     # $MLPBENCH_CASES narrows it as it narrows what a setup_cache measures
     first = registry.select(tier)[0]
     monkeypatch.setenv(asv_tiers.CASES_ENV, "^" + re.escape(first.id) + "$")
     narrow = asv_run.bench_cases(tier)
-    hits = {n for t, n in _param_names() if re.search(narrow, n) and "(" in n and n.split(".")[1] not in compile_names}
+    hits = {n for t, n in _asv_names() if re.search(narrow, n) and "(" in n and n.split(".")[1] not in compile_names}
     assert hits and all(repr(first.shape.id) in n and repr(first.variant) in n for n in hits)
+    # a bad one is named, not a traceback
+    monkeypatch.setenv(asv_tiers.CASES_ENV, "(")
+    with pytest.raises(registry.SelectionError, match="MLPBENCH_CASES"):
+        asv_run.bench_cases(tier)
+
+
+def test_the_nightlys_history_names_the_family_and_a_digest_of_its_cases(monkeypatch):
+    import argparse
+
+    monkeypatch.delenv(asv_tiers.CASES_ENV, raising=False)
+    args = argparse.Namespace(tier="quick", bench=None)
+    key = asv_run.family(args, asv_run.bench_cases("quick"))
+    assert key.startswith(r"^quick\. cases ") and len(key) < 40
+    assert asv_run.family(args, r"^quick\.X") == r"^quick\.X"  # an expression of one's own, as given
+    monkeypatch.setenv(asv_tiers.CASES_ENV, "^gelu_mul/")
+    assert asv_run.family(args, asv_run.bench_cases("quick")) != key  # other cases, another night
+
+
+def test_progress_says_each_cases_line_while_the_block_runs(monkeypatch):
+    import time
+
+    monkeypatch.delenv(asv_measure.PROGRESS_ENV, raising=False)
+    said = []
+    with asv_measure.progress(said.append):
+        out = asv_measure.each(["a", "b"], "quick.x", lambda i: {"value": i} if i == "a" else (_ for _ in ()).throw(
+            NotImplementedError("not here")))
+        deadline = time.time() + 5
+        while len(said) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(said) == 2  # said while the block still runs, not only at its end
+    assert out == {"a": {"value": "a"}, "b": {"skip": "not here"}}
+    assert said[0].startswith("[quick.x 1/2] a: measured") and "skipped (not here)" in said[1]
+    assert asv_measure.PROGRESS_ENV not in os.environ

@@ -171,12 +171,15 @@ def test_a_measuring_process_waits_for_the_first_calls_made_ahead(monkeypatch):
     monkeypatch.delenv(precompile.DONE_ENV, raising=False)
     assert precompile.wait_for_ahead() == 0.0  # nothing made ahead: no wait
     with precompile.ahead([], workers=1, say=lambda m: None, overlap=True) as info:
-        assert "wall_s" in info and "started" in info  # yielded before the workers were done
+        assert "started" in info  # yielded before the workers were done
         threading.Timer(0.3, gate.set).start()
         waited = precompile.wait_for_ahead()
         assert waited >= 0.2
     assert info["cases"] == 2 and info["wall_s"] >= 0.2 and "started" not in info
     assert precompile.DONE_ENV not in os.environ and precompile.ENV not in os.environ
+    # a variable left behind by a run that has ended (its folder gone) does not hold a process up
+    monkeypatch.setenv(precompile.DONE_ENV, "/nonexistent-mlpbench-run/.done")
+    assert precompile.wait_for_ahead() == 0.0
 
 
 def test_preload_imports_the_selected_ops_modules_only(monkeypatch):
@@ -197,3 +200,45 @@ def test_preload_imports_the_selected_ops_modules_only(monkeypatch):
     loaded.clear()
     runner.preload()
     assert loaded == ["a", "b"]
+
+
+class _Worker:
+    """A stand-in worker process: running until terminated."""
+
+    def __init__(self, gate):
+        self.gate, self.terminated = gate, False
+
+    def poll(self):
+        return 0 if self.terminated else None
+
+    def terminate(self):
+        self.terminated = True
+        self.gate.set()
+
+    def wait(self):
+        return 0
+
+
+def test_the_done_file_appears_when_the_workers_bookkeeping_fails(monkeypatch):
+    def broken_finish(procs, say, info):
+        raise RuntimeError("a worker could not be waited for")
+
+    monkeypatch.setattr(precompile, "_start", lambda cases, folder, workers, say, info: ["a worker"])
+    monkeypatch.setattr(precompile, "_finish", broken_finish)
+    with precompile.ahead([], workers=1, say=lambda m: None, overlap=True) as info:
+        precompile.wait_for_ahead()  # returns: the file is made whatever happened to the bookkeeping
+        assert os.path.exists(os.environ[precompile.DONE_ENV])
+    assert info["error"] == "RuntimeError: a worker could not be waited for"
+
+
+def test_a_run_that_fails_leaves_no_worker_running(monkeypatch):
+    import threading
+
+    gate = threading.Event()
+    worker = _Worker(gate)
+    monkeypatch.setattr(precompile, "_start", lambda cases, folder, workers, say, info: [worker])
+    monkeypatch.setattr(precompile, "_finish", lambda procs, say, info: gate.wait(10))
+    with pytest.raises(KeyboardInterrupt):
+        with precompile.ahead([], workers=1, say=lambda m: None, overlap=True):
+            raise KeyboardInterrupt
+    assert worker.terminated and precompile.DONE_ENV not in os.environ
