@@ -142,12 +142,17 @@ def wait_for_ahead(say=None) -> float:
     """Block until the first calls made ahead of this run are done ($MLPBENCH_PRECOMPILE_DONE exists);
     the seconds waited (0.0 when nothing is being made ahead). A folder that is gone (the run that set
     the variable has ended) ends the wait: there is nothing left to wait for."""
-    path = os.environ.get(DONE_ENV)
+    return wait_for_file(os.environ.get(DONE_ENV), say, "waiting for the first calls made ahead")
+
+
+def wait_for_file(path: str | None, say=None, what: str = "") -> float:
+    """Block until `path` exists; the seconds waited (0.0 when `path` is None or already there). A folder
+    that is gone (the run that made it has ended) ends the wait: nothing is left to wait for."""
     if not path or os.path.exists(path) or not os.path.isdir(os.path.dirname(path)):
         return 0.0
     t0 = time.perf_counter()
-    if say:
-        say("waiting for the first calls made ahead")
+    if say and what:
+        say(what)
     while not os.path.exists(path) and os.path.isdir(os.path.dirname(path)):
         time.sleep(WAIT_POLL_S)
     return time.perf_counter() - t0

@@ -7,6 +7,7 @@ records only what was timed; `--outcomes PATH` writes them to a file of their ow
 that timed nothing gets no benchmark JSON).
 """
 
+import os
 import time
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def pytest_configure(config):
     _OUTCOMES.clear()  # a second pytest.main in one process starts with no outcomes of the first
     _PROCESS.clear()
     _PROCESS.update(configured_at=time.perf_counter(), configured_wall=time.time(), release_s=0.0, ceilings_s=0.0,
-                    waited_s=0.0)
+                    waited_s=0.0, turn_s=0.0)
 
 
 _OUTCOMES: dict[str, dict] = {}
@@ -63,10 +64,20 @@ def pytest_collection_finish(session):
         return
     from mlpbench import precompile, runner
 
+    def say(m):
+        print(f"\nmlpbench: {m}", flush=True)
+
     if runner.default_device() == "cuda":
         runner.preload(c.op for c in cases)
-    _PROCESS["waited_s"] = _PROCESS.get("waited_s", 0.0) + precompile.wait_for_ahead(
-        say=lambda m: print(f"\nmlpbench: {m}", flush=True))
+    _PROCESS["waited_s"] = _PROCESS.get("waited_s", 0.0) + precompile.wait_for_ahead(say=say)
+    _PROCESS["turn_s"] = _PROCESS.get("turn_s", 0.0) + precompile.wait_for_file(
+        os.environ.get(TURN_ENV), say, "waiting for the pytest process before this one to finish")
+
+
+# Set by `mlpbench run` when it starts its pytest processes at once (run_suite._run_parts): a file that
+# appears once the process before this one has exited. The process boots, collects and imports while the
+# one before measures, and times nothing until the GPU and the CPU are its own.
+TURN_ENV = "MLPBENCH_TURN"
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -81,12 +92,12 @@ def note_release(seconds: float) -> None:
 def process_cost() -> dict:
     """This process's time outside its cases so far: `boot_s` (started to configured, where the starting
     process said when it started), `start_s` (configured to first case), of it `waited_s` (for the first
-    calls made ahead by other processes), `release_s`, `ceilings_s`, and
+    calls made ahead by other processes) and `turn_s` (for the process before it), `release_s`,
+    `ceilings_s`, and
     `written_at`, the wall clock now, from which the starting process tells how long the exit took."""
-    import os
-
     start = _PROCESS.get("first_case_at", time.perf_counter()) - _PROCESS.get("configured_at", time.perf_counter())
     out = {"start_s": round(start, 3), "waited_s": round(_PROCESS.get("waited_s", 0.0), 3),
+           "turn_s": round(_PROCESS.get("turn_s", 0.0), 3),
            "release_s": round(_PROCESS.get("release_s", 0.0), 3),
            "ceilings_s": round(_PROCESS.get("ceilings_s", 0.0), 3), "written_at": time.time()}
     try:
@@ -164,7 +175,6 @@ def shared_ceilings(measure) -> dict:
     """`measure()`, or what an earlier process of this run wrote to $MLPBENCH_CEILINGS; written there
     when this process measured. A failed measurement is recorded as {"error": ...} and not shared."""
     import json
-    import os
 
     path = Path(os.environ[CEILINGS_ENV]) if os.environ.get(CEILINGS_ENV) else None
     if path is not None and path.is_file():

@@ -683,7 +683,9 @@ COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the first calls t
              "ahead (process starts, imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
              "more than the run. Then each pytest process's time outside its cases (its interpreter and imports; "
              "collection and preloading up to its first case, including any wait for the compiles made ahead, "
-             "which it starts beside; memory released after cases; the ceilings; its exit), the slowest cases "
+             "which it starts beside, and for the process before it: the processes of a run start at once and "
+             "measure in turn, so their wall times overlap; memory released after cases; the ceilings; its "
+             "exit), the slowest cases "
              "per machine, each from its newest record, and the wall time of each night of `mlpbench nightly` "
              "(results/nightly/<machine>.json), by step. Runs recorded before these fields existed are left out.")
 
@@ -750,7 +752,7 @@ def process_cost_table(data: Loaded) -> tables.Table:
     """Per pytest process of each run that accounted for it (pytest_plugin.process_cost): its wall time,
     and the parts of it outside its cases."""
     keys = {"boot_s": "interpreter and imports", "start_s": "to the first case", "waited_s": "of it, waiting for compiles",
-            "release_s": "memory released", "ceilings_s": "ceilings", "end_s": "exit"}
+            "turn_s": "of it, waiting for the process before", "release_s": "memory released", "ceilings_s": "ceilings", "end_s": "exit"}
     rows, files = [], []
     for run in sorted(data.runs, key=lambda r: (r.machine, r.path.name)):
         name = data.label(run.path)

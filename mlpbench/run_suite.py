@@ -219,9 +219,10 @@ def op_groups(cases) -> list[list[str]]:
 
 def _run_per_op(argv: list[str], groups: list[list[str]], json_path: Path, outcomes_path: Path,
                 walls: list[dict]) -> int:
-    """One pytest process per group of ops (op_groups), one after the other, then one merged JSON and
-    outcomes file. As ASV measures each op in a process of its own, a process starts with no memory
-    reserved by the ops before it."""
+    """One pytest process per group of ops (op_groups), measuring one after the other, then one merged
+    JSON and outcomes file. As ASV measures each op in a process of its own, a process starts with no
+    memory reserved by the ops before it. They all start at once: each boots, collects and imports while
+    the ones before it measure, and waits for the one before it to exit before its first case."""
     kept = [a for a in argv if not a.startswith("--op=")]
     return _run_parts(kept, [(f"op{'s' if len(g) > 1 else ''} {', '.join(g)}", ["-v", *[f"--op={op}" for op in g]], {})
                              for g in groups], json_path, outcomes_path, walls, together=False)
@@ -229,32 +230,56 @@ def _run_per_op(argv: list[str], groups: list[list[str]], json_path: Path, outco
 
 def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_path: Path, outcomes_path: Path,
                walls: list[dict], together: bool) -> int:
-    """A pytest process per part (label, extra arguments, extra environment), all at once or in turn;
-    their records merged into one file, each record naming the process that measured it (`shard`).
-    Appends each part's label and wall time to `walls`."""
+    """A pytest process per part (label, extra arguments, extra environment), all started at once, measuring
+    together (shards, one per GPU) or in turn (`together` False: each waits for the one before it to
+    exit, pytest_plugin.TURN_ENV); their records merged into one file, each record naming the process
+    that measured it (`shard`). Appends each part's label and wall time to `walls`: from its start to
+    its exit, so the parts of a run in turn overlap."""
     import subprocess
+    import tempfile
 
     from . import shards
     from .atomic import write_json
-    from .pytest_plugin import SPAWNED_ENV
+    from .pytest_plugin import SPAWNED_ENV, TURN_ENV
 
     jsons = [json_path.with_name(f".{json_path.stem}.part{k}.json") for k in range(len(parts))]
     outs = [json_path.with_name(f".{json_path.stem}.part{k}.outcomes.json") for k in range(len(parts))]
     base = [a for a in argv if not a.startswith(("--benchmark-json=", "--outcomes=", "-v"))]
-    procs, codes = [], []
-    for k, (label, extra, env) in enumerate(parts):
-        print(f"mlpbench: {label}", flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", *base, *extra, f"--benchmark-json={jsons[k]}",
-                                 f"--outcomes={outs[k]}"], env=os.environ | env | {SPAWNED_ENV: repr(time.time())})
-        if together:
-            procs.append((label, t0, proc))
-        else:
-            codes.append(proc.wait())
-            walls.append({"part": label, "wall_s": time.perf_counter() - t0, "exited_at": time.time()})
-    for label, t0, proc in procs:
-        codes.append(proc.wait())  # in start order: a part's wall time is at most the time until it is waited on
-        walls.append({"part": label, "wall_s": time.perf_counter() - t0, "exited_at": time.time()})
+    procs, codes, held = [], [], []
+    with tempfile.TemporaryDirectory(prefix="mlpbench-turns-") as turns:
+        turn = [None] + [str(Path(turns) / f"turn{k}") for k in range(1, len(parts))]
+        try:
+            for k, (label, extra, env) in enumerate(parts):
+                in_turn = not together and k > 0
+                if not in_turn:
+                    print(f"mlpbench: {label}", flush=True)
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", *base, *extra, f"--benchmark-json={jsons[k]}",
+                     f"--outcomes={outs[k]}"], env=os.environ | env | ({TURN_ENV: turn[k]} if in_turn else {})
+                    | {SPAWNED_ENV: repr(time.time())}, **({"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT,
+                                                            "text": True} if in_turn else {}))
+                procs.append((label, time.perf_counter(), proc))
+                held.append(_HeldOutput(proc.stdout, f"mlpbench: {label}") if in_turn else None)
+            for k, (label, t0, proc) in enumerate(procs):
+                codes.append(proc.wait())  # in start order: a part's wall time is at most the time until it is waited on
+                walls.append({"part": label, "wall_s": time.perf_counter() - t0, "exited_at": time.time()})
+                if held[k] is not None:
+                    held[k].close()
+                if k + 1 < len(parts) and held[k + 1] is not None:
+                    Path(turn[k + 1]).touch()  # the next process may measure: this one has exited
+                    held[k + 1].release()
+        except BaseException:
+            for _, _, proc in procs:  # no process left waiting for a turn, or measuring, after the run
+                if proc.poll() is None:
+                    proc.terminate()
+            for _, _, proc in procs:
+                proc.wait()
+            raise
+        finally:
+            for h in held:
+                if h is not None:
+                    h.release()
+                    h.close()
     for entry, path in zip(walls[-len(parts):], jsons):  # each process's time outside its cases, where it wrote it
         entry |= _process_cost(path, entry.pop("exited_at"))
     done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
@@ -265,6 +290,43 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
         p.unlink(missing_ok=True)
     failed = [c for c in codes if c not in (0, 5)]
     return failed[0] if failed else 0
+
+
+class _HeldOutput:
+    """A process's output, held back until `release` (its turn: the process before it has exited), then
+    printed as it comes: processes that start at once print one after the other."""
+
+    def __init__(self, stream, title: str):
+        import threading
+
+        self._stream, self._title = stream, title
+        self._lines: list[str] | None = []  # None once released
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, name="mlpbench-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            with self._lock:
+                if self._lines is not None:
+                    self._lines.append(line)
+                    continue
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._lines is None:
+                return
+            print(self._title, flush=True)
+            sys.stdout.write("".join(self._lines))
+            sys.stdout.flush()
+            self._lines = None
+
+    def close(self) -> None:
+        """Once the process has exited: wait until all it printed is read, and print it."""
+        self._reader.join()
+        self.release()
 
 
 def _without_process(doc: dict) -> dict:

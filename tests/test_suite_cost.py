@@ -167,3 +167,39 @@ def test_store_keeps_this_machines_nightly_history_only(tmp_path):
     results_store.store(clone, "h200", "origin", backoff_s=0)
     on_branch = _on_branch(origin)
     assert "results/nightly/h200.json" in on_branch and "results/nightly/h100.json" not in on_branch
+
+
+def test_processes_in_turn_start_at_once_and_measure_one_after_the_other(tmp_path, capfd):
+    """Two pytest processes of one run: both start at once, the second waits for the first to exit before
+    its first case, and its output is printed after the first's."""
+    from mlpbench import run_suite
+
+    argv = [str(ROOT / "benchmarks"), "-p", "no:cacheprovider", f"--rootdir={ROOT}", f"-c={ROOT / 'pytest.ini'}",
+            "--tier=quick", "--variant=eager", "--dtype=fp32", "--benchmark-max-time=0.01"]
+    walls: list[dict] = []
+    json_path = tmp_path / "run.json"
+    rc = run_suite._run_parts(argv, [("first", ["-v", "--op=gelu_mul"], {}), ("second", ["-v", "--op=silu_mul"], {})],
+                              json_path, tmp_path / "run.outcomes.json", walls, together=False)
+    out = capfd.readouterr().out
+    assert rc == 0, out[-3000:]
+    first, second = walls
+    # started at once: the second's wall time, from its start to its exit, holds the first's
+    assert second["wall_s"] > first["wall_s"]
+    assert first["turn_s"] == 0 and second["turn_s"] >= 0
+    # the second's cases ran after the first had exited: all the first printed comes before the second's title
+    assert out.index("mlpbench: second") > out.rindex("test_case[gelu_mul/"), out[-3000:]
+    assert "test_case[silu_mul/" in out[out.index("mlpbench: second"):]
+    cases = {b["extra_info"]["case"].split("/")[0] for b in json.loads(json_path.read_text())["benchmarks"]}
+    assert cases == {"gelu_mul", "silu_mul"}
+
+
+def test_a_process_waits_for_its_turn(tmp_path, monkeypatch):
+    import threading
+
+    from mlpbench import precompile
+
+    turn = tmp_path / "turn1"
+    threading.Timer(0.3, turn.touch).start()
+    assert precompile.wait_for_file(str(turn)) >= 0.25
+    assert precompile.wait_for_file(str(turn)) == 0.0  # there already
+    assert precompile.wait_for_file(str(tmp_path / "gone" / "turn2")) == 0.0  # its run has ended
