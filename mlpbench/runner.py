@@ -248,7 +248,9 @@ def back_to_back_metrics(p: Prepared) -> dict:
     return {"host_time_back_to_back_s": statistics.median(samples),
             "host_time_back_to_back_samples_s": samples,
             "host_time_back_to_back_method": "wall time of calls queued back to back, synchronised before "
-                                             "and after each round, / calls per round; one sample per round"}
+                                             "and after each round, / calls per round; one sample per round; "
+                                             f"rounds of {timing.BACK_TO_BACK_ROUND_S * 1e3:.0f} ms, "
+                                             "at least 10 calls, at most 200"}
 
 
 def trace_name(case: Case) -> str:

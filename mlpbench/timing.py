@@ -183,7 +183,13 @@ def evenly_spaced(samples, keep: int = 100) -> list[float]:
     return [float(x) for x in samples] if n <= keep else [float(samples[k * n // keep]) for k in range(keep)]
 
 
-def back_to_back_host_times(fn, input_sets: list[tuple], *, rounds: int = 5, round_s: float = 0.05,
+# Seconds of one round of back-to-back calls (at least ten calls, at most 200). The spread between rounds
+# comes from the box, not the round's length: rounds of a few ms and of tens of ms scatter alike
+# (studies/suite-cost), so a round long enough to hold ten calls of the slowest case serves.
+BACK_TO_BACK_ROUND_S = 0.02
+
+
+def back_to_back_host_times(fn, input_sets: list[tuple], *, rounds: int = 5, round_s: float = BACK_TO_BACK_ROUND_S,
                             max_calls: int = 200) -> list[float]:
     """Wall time per call over calls queued back to back, one synchronisation before and after each
     round (seconds per call, one sample per round), rotating `input_sets`.
