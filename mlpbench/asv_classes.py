@@ -84,19 +84,28 @@ def _tracks(names) -> dict:
     return {name: reader(name) for name in names}
 
 
-def op_classes(tier: str, op: str, results: Path | None = None) -> dict[str, type]:
-    """The classes of `op` in the family of `tier`, by class name. `results`: the results root that
-    compiled cases' codegen records go under (None: nowhere)."""
-    ids = {c.id for c in cases(tier, op)}
-    params = [list(registry.OPS[op].variant_names), list(registry.DTYPES), [s.id for s in shapes(tier, op)]]
-
+def shared_setup_cache(tier: str, ops: list[str], results: Path | None = None):
+    """The setup_cache of the classes of `ops` in the family of `tier`: one process measures the selected
+    cases of them all, in registry order (one op: its own classes' cache, as a plain `asv run` has it)."""
     def setup_cache(self):
         # measure_case holds the CPU's thread count (runner.measuring_threads) while it measures
-        return each(selected([c.id for c in cases(tier, op)]), f"{tier}.{op}",
+        return each(selected([c.id for op in ops for c in cases(tier, op)]), f"{tier}.{'+'.join(ops)}",
                     functools.partial(measure_case, results=results))
 
     setup_cache.timeout = 3600
-    setup_cache = own_cache_key(setup_cache, f"{tier}.{registry.class_name(op)}")
+    return own_cache_key(setup_cache, f"{tier}.{'_'.join(registry.class_name(op) for op in ops)}")
+
+
+def op_classes(tier: str, op: str, results: Path | None = None, group: list[str] | None = None,
+               setup_cache=None) -> dict[str, type]:
+    """The classes of `op` in the family of `tier`, by class name. `results`: the results root that
+    compiled cases' codegen records go under (None: nowhere). `group` and `setup_cache`: the ops whose
+    cases one setup_cache measures with this op's, and that function (shared_setup_cache); by default
+    the op alone."""
+    ids = {c.id for c in cases(tier, op)}
+    params = [list(registry.OPS[op].variant_names), list(registry.DTYPES), [s.id for s in shapes(tier, op)]]
+    group = group or [op]
+    setup_cache = setup_cache or shared_setup_cache(tier, group, results)
 
     def entry_of(cache, variant, dtype, shape):
         case_id = registry.case_id(op, variant, dtype, shape)
@@ -125,7 +134,7 @@ def op_classes(tier: str, op: str, results: Path | None = None) -> dict[str, typ
         # fields this device records (asv_skips).
         device = runner.default_device()
         out = {}
-        for i in selected([c.id for c in cases(tier, op)]):
+        for i in selected([c.id for g in group for c in cases(tier, g)]):
             case = registry.case_by_id(i)
             reason = reason_not_here(case, device) or runner.timing_skip_reason(case, device)
             fields = (DEVICE_METRICS + (CODEGEN_METRICS if registry.OPS[op].variant(case.variant).compiles else ())

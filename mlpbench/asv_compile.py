@@ -8,12 +8,13 @@ for compiled, Liger and ours).
 from __future__ import annotations
 
 import functools
+import sys
 
 from . import registry, runner
 from .asv_classes import VERSION, own_cache_key
 from .asv_measure import each, entry
 from .asv_tiers import CPU_TIER, cases, reason_not_here
-from .compile_probe import probe
+from .compile_probe import probe, started
 
 
 def probe_cases(tier: str) -> list[registry.Case]:
@@ -78,11 +79,12 @@ def _dry_probe(precheck, param) -> dict:
 
 
 def _probe_class(name: str, tier: str, ids: list[str], measure, tracks: dict[str, str], doc: str,
-                 param_name: str = "case", precheck=None) -> type:
-    """An ASV class whose one setup_cache runs `measure` per id (each probe starts fresh processes of
-    its own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result."""
+                 param_name: str = "case", precheck=None, spec=None) -> type:
+    """An ASV class whose one setup_cache runs `measure` per id (each probe in a fresh process of its
+    own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result. `spec(id)`:
+    the id's probe arguments (case id, dynamic, sequence), for its process to be started ahead."""
     def setup_cache(self):
-        return each(ids, f"{tier}.{name}", measure)
+        return measure_probes(ids, f"{tier}.{name}", measure, precheck or _probe_here, spec)
 
     setup_cache.timeout = 3600
 
@@ -102,6 +104,25 @@ def _probe_class(name: str, tier: str, ids: list[str], measure, tracks: dict[str
         "setup_cache": own_cache_key(setup_cache, f"{tier}.{name}"), "setup": _skip_in_setup, **body,
         "dry_cache": staticmethod(lambda: {i: _dry_probe(precheck or _probe_here, i) for i in ids}), "__doc__": doc,
     })
+
+
+def measure_probes(ids: list[str], label: str, measure, precheck, spec) -> dict:
+    """`each(ids, label, measure)`, the processes of the probes that can run here started ahead, all at
+    once (compile_probe.started): each imports torch and the suite and warms the device beside the
+    others, and only then is the first probe timed, one at a time, every other process idle."""
+    from .precompile import wait_for_ahead
+
+    # first calls made ahead of this run hold the CPU: no probe starts before they are done
+    wait_for_ahead(say=lambda m: print(f"[{label}] {m}", file=sys.stderr, flush=True))
+    specs = []
+    for i in ids:
+        try:
+            precheck(i)
+        except NotImplementedError:
+            continue  # `measure` raises it again, and `each` files it as a skip
+        specs.append(spec(i) if spec else (i, False, False))
+    with started(specs):
+        return each(ids, label, measure)
 
 
 def _probe(case_id: str, **kw) -> dict:
@@ -131,9 +152,11 @@ def compile_classes(tier: str) -> dict[str, type]:
         "CompileTimeDynamic": _probe_class(
             "CompileTimeDynamic", tier, [c.id for c in dynamic_probes], functools.partial(_probe, dynamic=True),
             {"track_recompile_new_shape_dynamic": "recompile_s"},
-            "torch.compile(dynamic=True): recompile for a new token count (the MLP only)."),
+            "torch.compile(dynamic=True): recompile for a new token count (the MLP only).",
+            spec=lambda i: (i, True, False)),
         "ChangingShapes": _probe_class(
             "ChangingShapes", tier, list(runs), sequence, {"track_total": "total_s"},
             "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
-            param_name="sequence", precheck=lambda seq_id: _probe_here(runs[seq_id][0])),
+            param_name="sequence", precheck=lambda seq_id: _probe_here(runs[seq_id][0]),
+            spec=lambda seq_id: (runs[seq_id][0].id, runs[seq_id][1], True)),
     }

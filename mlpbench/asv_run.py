@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from . import registry
@@ -59,6 +60,7 @@ def command(args) -> tuple[list[str], str, str] | int:
     import subprocess
 
     from .asv_machine import register
+    from .asv_tiers import GROUPED_ENV
     from .runner import default_device
 
     if args.tier and not tier_ok(args.tier):
@@ -71,7 +73,11 @@ def command(args) -> tuple[list[str], str, str] | int:
               file=sys.stderr)
         return 2
     machine = register(args.machine)["machine"]
-    # the tier's family, narrowed to the combinations that are cases: ASV starts no process for the rest
+    # the tier's family, narrowed to the combinations that are cases: ASV starts no process for the rest;
+    # the ops of each of mlpbench run's process groups measured in one setup_cache (asv_tiers.GROUPED_ENV),
+    # inherited by the asv run started from this process
+    if not args.bench:
+        os.environ[GROUPED_ENV] = "1"
     try:
         bench = args.bench or bench_cases(args.tier or ("standard" if default_device() == "cuda" else "quick"))
     except registry.SelectionError as exc:  # a bad $MLPBENCH_CASES, named

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 
 from . import asv_machine, registry, runner
-from .asv_classes import op_classes
+from .asv_classes import op_classes, shared_setup_cache
 from .asv_compile import compile_classes
-from .asv_tiers import shapes
+from .asv_tiers import GROUPED_ENV, shapes
 
 
 def results_beside(benchmark_module: str) -> Path:
@@ -23,8 +23,8 @@ def results_beside(benchmark_module: str) -> Path:
     return Path(benchmark_module).resolve().parent.parent / "results"
 
 
-def preload() -> None:
-    """runner.preload, then what exists frozen.
+def preload(ops=None) -> None:
+    """runner.preload of `ops` (None: every op), then what exists frozen.
 
     ASV (launch_method forkserver, asv.conf.json) forks each benchmark's process from one server
     that imported the benchmark modules, so modules imported here are already there in every child:
@@ -33,10 +33,35 @@ def preload() -> None:
     """
     import gc
 
-    runner.preload()
+    runner.preload(ops)
     # Objects that exist now are never collected in the forked children: freezing them keeps the
     # collector from touching (and so copying) their pages in every child.
     gc.freeze()
+
+
+def setup_cache_ops(tier: str, argv: list[str] | None = None) -> list[str] | None:
+    """In a process that ASV started for one setup_cache (asv_runner's `setup_cache` command, argv
+    [script, "setup_cache", benchmark_dir, benchmark_id, params]): the ops whose cases it measures
+    ([] for the compile tax, whose probes run in processes of their own). None in any other process.
+
+    ASV spawns a fresh interpreter for each setup_cache, not a fork of its server: there, importing
+    what every op needs would cost each class the imports of all the others."""
+    import sys
+
+    argv = sys.argv if argv is None else argv
+    if len(argv) < 4 or argv[1] != "setup_cache":
+        return None
+    parts = argv[3].split(".")
+    if len(parts) < 2:
+        return None
+    if parts[0] != tier:
+        return []  # another family's setup_cache: this module's classes are not measured here
+    name = parts[1]
+    for ops in setup_groups(tier):
+        for op in ops:
+            if name in {f"{registry.class_name(op)}{kind}" for kind in ("Device", "Host", "Codegen")}:
+                return ops
+    return []
 
 
 def classes(tier: str, results: Path | None = None) -> dict[str, type]:
@@ -52,9 +77,25 @@ def classes(tier: str, results: Path | None = None) -> dict[str, type]:
     # other than the one measuring (asv_machine).
     asv_machine.check_environment_name(os.environ.get("ASV_ENV_NAME"), torch.__version__)
     if runner.default_device() == "cuda":
-        preload()
+        own = setup_cache_ops(tier)
+        if own != []:
+            preload(own)
     out = {}
-    for op in registry.OPS:
-        if shapes(tier, op):
-            out |= op_classes(tier, op, results)
+    for ops in setup_groups(tier):
+        shared = shared_setup_cache(tier, ops, results)
+        for op in ops:
+            out |= op_classes(tier, op, results, group=ops, setup_cache=shared)
     return out | compile_classes(tier)
+
+
+def setup_groups(tier: str) -> list[list[str]]:
+    """The ops of the family of `tier` (those with shapes in it) by the setup_cache that measures them:
+    each alone, or with $MLPBENCH_ASV_GROUPED=1 the groups `mlpbench run` measures in one pytest process
+    each (run_suite.op_groups)."""
+    ops = [op for op in registry.OPS if shapes(tier, op)]
+    if os.environ.get(GROUPED_ENV) != "1":
+        return [[op] for op in ops]
+    from .asv_tiers import cases
+    from .run_suite import op_groups
+
+    return op_groups([c for op in ops for c in cases(tier, op)])

@@ -19,6 +19,11 @@ CPU_TIER = "quick"
 # ASV never tells a benchmark process what `--bench` selected, so a setup_cache measures every case of
 # its op unless this variable, a regular expression searched in case ids, narrows what it measures.
 CASES_ENV = "MLPBENCH_CASES"
+# Set to 1 (by `mlpbench asv` and the nightly, which run a whole family): the ops of each group of
+# run_suite.op_groups share one setup_cache, one process measuring them all, as `mlpbench run` measures
+# them in one pytest process. ASV starts a fresh interpreter per setup_cache, with torch's and the suite's
+# imports; a plain `asv run`, which may select one class, keeps a setup_cache per op.
+GROUPED_ENV = "MLPBENCH_ASV_GROUPED"
 
 
 def bench(tier: str) -> str:

@@ -20,6 +20,7 @@ none.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -95,7 +96,9 @@ def _sequence(case, device: str, dynamic: bool, tokens_seq=TOKEN_SEQUENCE) -> di
     return {"tokens": list(tokens_seq), "step_s": steps, "total_s": sum(steps)}
 
 
-def measure(case_id: str, dynamic: bool = False, sequence: bool = False) -> dict:
+def measure(case_id: str, dynamic: bool = False, sequence: bool = False, wait=None) -> dict:
+    """The probe's figures for `case_id`. `wait`: called once the device is warm, before anything is
+    timed (a probe started ahead waits there for its go)."""
     from . import registry
     from .runner import default_device
 
@@ -104,6 +107,8 @@ def measure(case_id: str, dynamic: bool = False, sequence: bool = False) -> dict
         raise SystemExit(f"compile_probe: {case_id!r} is not a compiled case")
     device = default_device()
     _warm_device(case, device)
+    if wait is not None:
+        wait()
     result = _sequence(case, device, dynamic) if sequence else _cold_and_recompile(case, device, dynamic)
     return {
         "case": case_id,
@@ -114,19 +119,143 @@ def measure(case_id: str, dynamic: bool = False, sequence: bool = False) -> dict
     }
 
 
-def probe(case_id: str, *, dynamic: bool = False, sequence: bool = False, timeout: float = 900) -> dict:
-    """Run a probe for `case_id` in a new process with empty compiler caches; return its JSON."""
-    args = [case_id] + (["--dynamic"] if dynamic else []) + (["--sequence"] if sequence else [])
-    with tempfile.TemporaryDirectory(prefix="mlpbench-compile-") as tmp:
+READY, GO = "ready\n", "go\n"  # what a probe started ahead says once its device is warm; what starts its timing
+
+
+def _args(case_id: str, dynamic: bool, sequence: bool) -> list[str]:
+    return [case_id] + (["--dynamic"] if dynamic else []) + (["--sequence"] if sequence else [])
+
+
+class _Started:
+    """A probe's process in a session of its own, with empty compiler caches of its own. With `wait` it
+    imports, warms the device and says READY, then blocks until `result` sends GO."""
+
+    def __init__(self, args: list[str], wait: bool):
+        import queue
+        import threading
+
+        self.args = args
+        self._tmp = tempfile.TemporaryDirectory(prefix="mlpbench-compile-")
         env = os.environ | {
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
-            "TRITON_CACHE_DIR": os.path.join(tmp, "triton"),
+            "TORCHINDUCTOR_CACHE_DIR": os.path.join(self._tmp.name, "inductor"),
+            "TRITON_CACHE_DIR": os.path.join(self._tmp.name, "triton"),
         }
-        proc = subprocess.run([sys.executable, "-m", "mlpbench.compile_probe", *args],
-                              env=env, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"compile probe {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        self._stderr = open(os.path.join(self._tmp.name, "stderr"), "w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "mlpbench.compile_probe", *args, *(["--wait"] if wait else [])],
+                                     env=env, text=True, stdin=subprocess.PIPE if wait else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
+        self.wait = wait
+        self.is_ready = False
+        self.error: Exception | None = None  # why it could not get ready (`started`), said by `probe`
+        self._lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name="mlpbench-probe").start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)  # the process closed its output: it exited
+
+    def _line(self, timeout: float) -> str | None:
+        import queue
+
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"compile probe {' '.join(self.args)}: nothing said in {timeout:.0f} s") from None
+
+    def _failed(self, what: str) -> RuntimeError:
+        self._kill()
+        self._stderr.seek(0)
+        err = self._stderr.read()[-2000:]
+        self.close()
+        return RuntimeError(f"compile probe {' '.join(self.args)} {what}:\n{err}")
+
+    def ready(self, timeout: float) -> None:
+        """Block until the process has said READY (imported, device warm)."""
+        while (line := self._line(timeout)) != READY:
+            if line is None:
+                raise self._failed(f"exited with status {self.proc.wait()} before it was ready")
+        self.is_ready = True
+
+    def result(self, timeout: float) -> dict:
+        """Its figures: GO sent (where it waits), then its JSON line read. The process is killed with its
+        own children as soon as it has spoken, so that its exit (Inductor's compile workers, CUDA's
+        teardown) does not overlap the next probe's timing."""
+        try:
+            if self.wait:
+                if not self.is_ready:
+                    self.ready(timeout)
+                self.proc.stdin.write(GO)
+                self.proc.stdin.flush()
+            lines = []
+            while (line := self._line(timeout)) is not None:
+                lines.append(line)
+                if line.startswith("{"):
+                    break
+            if not lines or not lines[-1].startswith("{"):
+                raise self._failed(f"exited with status {self.proc.wait()} before its figures")
+            return json.loads(lines[-1])
+        finally:
+            self.close()
+
+    def _kill(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def close(self) -> None:
+        self._kill()
+        self._stderr.close()
+        self._tmp.cleanup()
+
+
+# Probes started ahead (`started`) and ready, by their arguments: `probe` takes them in turn.
+_WAITING: dict[tuple, list[_Started]] = {}
+
+
+@contextlib.contextmanager
+def started(specs, timeout: float = 900):
+    """Start a process for every probe of `specs` ((case_id, dynamic, sequence) tuples) at once, and return
+    once all of them are ready (imported, device warm) or have failed. `probe` then takes the one started
+    for its arguments: only what a probe times runs after its go, one probe at a time, with every other
+    process of the box idle. Each process is still fresh, with empty caches. Those left unused are
+    stopped when the block ends."""
+    mine: list[_Started] = []
+    try:
+        for spec in specs:
+            mine.append(_Started(_args(*spec), wait=True))
+        for p in mine:
+            try:
+                p.ready(timeout)
+            except (RuntimeError, TimeoutError) as exc:
+                p.error = exc
+            _WAITING.setdefault(_spec_of(p.args), []).append(p)
+        yield
+    finally:
+        for p in mine:
+            p.close()
+            waiting = _WAITING.get(_spec_of(p.args), [])
+            if p in waiting:
+                waiting.remove(p)
+
+
+def _spec_of(args: list[str]) -> tuple:
+    return (args[0], "--dynamic" in args, "--sequence" in args)
+
+
+def probe(case_id: str, *, dynamic: bool = False, sequence: bool = False, timeout: float = 900) -> dict:
+    """Run a probe for `case_id` in a new process with empty compiler caches; return its JSON. A process
+    `started` for the same arguments is used where there is one."""
+    waiting = _WAITING.get((case_id, dynamic, sequence))
+    found = waiting.pop(0) if waiting else _Started(_args(case_id, dynamic, sequence), wait=False)
+    if found.error is not None:
+        raise found.error
+    return found.result(timeout)
 
 
 if __name__ == "__main__":
@@ -137,5 +266,15 @@ if __name__ == "__main__":
     parser.add_argument("case_id")
     parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
     parser.add_argument("--sequence", action="store_true", help=f"run over token counts {TOKEN_SEQUENCE}")
+    parser.add_argument("--wait", action="store_true",
+                        help=f"say {READY.strip()!r} once the device is warm, then wait for {GO.strip()!r} on stdin")
     a = parser.parse_args()
-    print(json.dumps(measure(a.case_id, dynamic=a.dynamic, sequence=a.sequence)))
+
+    def wait_for_go():
+        sys.stdout.write(READY)
+        sys.stdout.flush()
+        if sys.stdin.readline() != GO:
+            sys.exit(3)  # the process that started it is gone: nothing to measure for
+
+    print(json.dumps(measure(a.case_id, dynamic=a.dynamic, sequence=a.sequence, wait=wait_for_go if a.wait else None)),
+          flush=True)

@@ -376,3 +376,19 @@ def test_progress_says_each_cases_line_while_the_block_runs(monkeypatch):
     assert out == {"a": {"value": "a"}, "b": {"skip": "not here"}}
     assert said[0].startswith("[quick.x 1/2] a: measured") and "skipped (not here)" in said[1]
     assert asv_measure.PROGRESS_ENV not in os.environ
+
+
+def test_a_setup_cache_process_imports_what_its_own_class_needs_only():
+    from mlpbench.asv_suite import setup_cache_ops
+
+    def argv(bench):
+        return ["run.py", "setup_cache", "/repo/benchmarks", bench, "{}"]
+
+    assert setup_cache_ops("standard", argv("standard.GeluMulDevice.track_device_time")) == ["gelu_mul"]
+    assert setup_cache_ops("standard", argv("standard.GeluMulTrainHost.track_box_id")) == ["gelu_mul_train"]
+    assert setup_cache_ops("standard", argv("standard.LlamaModelCodegen.track_codegen")) == ["llama_model"]
+    assert setup_cache_ops("standard", argv("standard.CompileTime.track_cold_compile")) == []  # probes: own processes
+    assert setup_cache_ops("standard", argv("quick.MlpDevice.track_device_time")) == []  # another family's
+    # the server, discovery and benchmark processes import everything
+    assert setup_cache_ops("standard", ["run.py", "run_server", "/repo/benchmarks", "/tmp/socket"]) is None
+    assert setup_cache_ops("standard", ["pytest"]) is None

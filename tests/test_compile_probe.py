@@ -25,3 +25,27 @@ def test_dynamic_shapes_compile_once_and_static_recompiles():
 def test_probe_refuses_a_case_that_does_not_compile():
     with pytest.raises(RuntimeError, match="is not a compiled case"):
         probe("gelu_mul/eager/fp32/t333-h3000")
+
+
+def test_probes_started_ahead_wait_until_all_are_ready_then_run_one_at_a_time():
+    import time
+
+    from mlpbench import compile_probe
+
+    seq = ("gelu_mul/eager/fp32/t333-h3000", False, True)
+    bad = ("gelu_mul/eager/fp32/t333-h3000", False, False)  # not compiled: fails before it is ready
+    t0 = time.perf_counter()
+    with compile_probe.started([seq, seq, bad]):
+        waiting = compile_probe._WAITING[seq]
+        assert len(waiting) == 2 and all(p.is_ready for p in waiting)  # imported and warm, nothing timed yet
+        assert all(p.proc.poll() is None for p in waiting)  # waiting for their go
+        first, second = waiting
+        r = compile_probe.probe(*seq[:1], sequence=True)
+        assert r["total_s"] == pytest.approx(sum(r["step_s"]))
+        assert first.proc.poll() is not None  # killed once it had spoken
+        assert second.proc.poll() is None  # still waiting
+        with pytest.raises(RuntimeError, match="is not a compiled case"):
+            compile_probe.probe(bad[0])
+    assert second.proc.poll() is not None  # left unused: stopped with the block
+    assert not compile_probe._WAITING[seq]
+    assert time.perf_counter() - t0 < 120
