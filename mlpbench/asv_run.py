@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from . import registry
 
@@ -125,3 +126,32 @@ def family(args, bench: str) -> str:
     if getattr(args, "bench", None) or bench != bench_cases(tier):
         return bench
     return f"{tier_bench(tier)} cases {hashlib.sha256(bench.encode()).hexdigest()[:12]}"
+
+
+def plain_setup_cache_keys(path: Path) -> bool:
+    """Rewrite ASV's benchmarks.json at `path` (written by a run with $MLPBENCH_ASV_GROUPED) as a plain
+    `asv run` writes it: each op class's setup_cache key its own op's, not its group's. The key is the only
+    field grouping changes (the function is the same); the file is committed and compared between
+    machines (results_store), so one family has one file however it was run. Whether it changed."""
+    import json
+
+    from asv import util
+
+    if not path.is_file():
+        return False
+    doc = json.loads(path.read_text())
+    version = doc.pop("version", None)
+    own = {f"{registry.class_name(op)}{kind}": registry.class_name(op) for op in registry.OPS
+           for kind in ("Device", "Host", "Codegen")}
+    changed = False
+    for name, bench in doc.items():
+        parts = name.split(".")
+        key = bench.get("setup_cache_key") if isinstance(bench, dict) else None
+        if len(parts) < 3 or parts[1] not in own or not key or ":" not in key:
+            continue
+        plain = f"asv_classes.{parts[0]}.{own[parts[1]]}:{key.rsplit(':', 1)[1]}"
+        if key != plain:
+            bench["setup_cache_key"], changed = plain, True
+    if changed:
+        util.write_json(str(path), doc, version)
+    return changed

@@ -146,6 +146,7 @@ def _asv(args) -> int:
         print(f"mlpbench: {asv_run.shown(cmd)}", flush=True)
         t0 = time.perf_counter()
         rc = subprocess.run(cmd, cwd=args.repo).returncode
+    asv_run.plain_setup_cache_keys(args.repo / "results" / "asv" / "benchmarks.json")
     print(f"mlpbench: asv run exit {rc} after {time.perf_counter() - t0:.0f} s", flush=True)
     return rc
 

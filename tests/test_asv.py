@@ -202,16 +202,24 @@ def test_asv_machine_yes_registers_the_same_entry_as_mlpbench(tmp_path):
     assert doc[entry["machine"]] == entry
 
 
-def test_benchmarks_json_discovered_here_equals_the_committed_one(tmp_path):
+@pytest.mark.parametrize("grouped", [False, True], ids=["plain", "grouped"])
+def test_benchmarks_json_discovered_here_equals_the_committed_one(tmp_path, grouped):
     # ASV rewrites results/asv/benchmarks.json from what it discovers; `asv publish` draws only what
-    # that file lists. The set is fixed, so a machine without a GPU discovers exactly the committed file.
+    # that file lists. The set is fixed, so a machine without a GPU discovers exactly the committed file;
+    # so does `mlpbench asv` (grouped setup_caches), once it has put back each class's own key.
+    from mlpbench import asv_run
+    from mlpbench.asv_tiers import GROUPED_ENV
+
     repo, env = project_repo(tmp_path), _home(tmp_path)
+    env = env | {GROUPED_ENV: "1"} if grouped else {k: v for k, v in env.items() if k != GROUPED_ENV}
     subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=repo, env=env, check=True,
                    capture_output=True)
     proc = subprocess.run([sys.executable, "-m", "asv", "run", "-E", f"existing:{sys.executable}", "--bench",
                            "just-discover"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    made = (repo / "results" / "asv" / "benchmarks.json").read_bytes()
+    path = repo / "results" / "asv" / "benchmarks.json"
+    assert asv_run.plain_setup_cache_keys(path) is grouped  # a plain run's file needs nothing
+    made = path.read_bytes()
     committed = subprocess.run(["git", "show", "HEAD:results/asv/benchmarks.json"], cwd=ROOT,
                                capture_output=True, check=True).stdout
     assert made == committed, ("the benchmarks changed: regenerate results/asv/benchmarks.json with "
@@ -392,3 +400,26 @@ def test_a_setup_cache_process_imports_what_its_own_class_needs_only():
     # the server, discovery and benchmark processes import everything
     assert setup_cache_ops("standard", ["run.py", "run_server", "/repo/benchmarks", "/tmp/socket"]) is None
     assert setup_cache_ops("standard", ["pytest"]) is None
+
+
+def test_grouped_classes_share_a_setup_cache_per_process_group_of_mlpbench_run(monkeypatch):
+    from asv_runner.benchmarks._base import get_setup_cache_key
+
+    from mlpbench import asv_suite, registry, run_suite
+    from mlpbench.asv_tiers import GROUPED_ENV, cases
+
+    def keys():
+        return {name: get_setup_cache_key(cls.setup_cache) for name, cls in asv_suite.classes("standard").items()}
+
+    monkeypatch.delenv(GROUPED_ENV, raising=False)
+    plain = keys()
+    monkeypatch.setenv(GROUPED_ENV, "1")
+    grouped = keys()
+    assert plain.keys() == grouped.keys()
+    groups = run_suite.op_groups([c for op in registry.OPS for c in cases("standard", op)])
+    assert len(groups) > 1
+    for ops in groups:
+        own = {grouped[f"{registry.class_name(op)}Device"] for op in ops}
+        assert len(own) == 1  # one setup_cache for the group
+        assert len({plain[f"{registry.class_name(op)}Device"] for op in ops}) == len(ops)  # one per op, plain
+    assert len(set(grouped.values())) == len(groups) + 3  # and the compile tax's three classes
