@@ -765,10 +765,18 @@ def process_cost_table(data: Loaded) -> tables.Table:
     return tables.Table(["machine", "run", "process", "wall time", *keys.values()], rows, sorted(set(files)))
 
 
+NIGHT_STEPS = ("record", "of it, compiles made ahead", "publish", "gate")
+
+
 def nightly_cost_table(data: Loaded) -> tables.Table:
     """Each night `mlpbench nightly` kept: its machine, commit, date, wall time and steps."""
+    def in_order(steps: dict) -> list:
+        # the order a night runs them in (the file sorts its keys), "of it, …" after the step it is part of
+        return sorted(steps.items(), key=lambda kv: (NIGHT_STEPS.index(kv[0]) if kv[0] in NIGHT_STEPS
+                                                     else len(NIGHT_STEPS), kv[0]))
+
     rows = [[n["machine"], str(n.get("commit", ""))[:8], str(n.get("date", "")), _secs(float(n["wall_s"])),
-             ", ".join(f"{k} {_secs(float(v))}" for k, v in (n.get("steps") or {}).items()) or "—"]
+             ", ".join(f"{k} {_secs(float(v))}" for k, v in in_order(n.get("steps") or {})) or "—"]
             for n in data.nights]
     return tables.Table(["machine", "commit", "date", "wall time", "steps"], rows,
                         sorted({n["file"] for n in data.nights}))
