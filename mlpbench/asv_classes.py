@@ -137,7 +137,7 @@ def op_classes(tier: str, op: str, results: Path | None = None, group: list[str]
         for i in selected([c.id for g in group for c in cases(tier, g)]):
             case = registry.case_by_id(i)
             reason = reason_not_here(case, device) or runner.timing_skip_reason(case, device)
-            fields = (DEVICE_METRICS + (CODEGEN_METRICS if registry.OPS[op].variant(case.variant).compiles else ())
+            fields = (DEVICE_METRICS + (CODEGEN_METRICS if registry.variant_of(case).compiles else ())
                       if device == "cuda" else ())
             out[i] = {"skip": reason} if reason else {METRICS[m].field: None for m in fields}
         return out

@@ -149,7 +149,8 @@ def plain_setup_cache_keys(path: Path) -> bool:
         key = bench.get("setup_cache_key") if isinstance(bench, dict) else None
         if len(parts) < 3 or parts[1] not in own or not key or ":" not in key:
             continue
-        plain = f"asv_classes.{parts[0]}.{own[parts[1]]}:{key.rsplit(':', 1)[1]}"
+        module, line = key.rsplit(":", 1)
+        plain = f"{module.rsplit('.', 1)[0]}.{own[parts[1]]}:{line}"  # the group's name made the op's
         if key != plain:
             bench["setup_cache_key"], changed = plain, True
     if changed:

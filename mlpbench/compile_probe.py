@@ -2,6 +2,7 @@
 
     python -m mlpbench.compile_probe CASE_ID [--dynamic]          cold compile and recompile
     python -m mlpbench.compile_probe CASE_ID --sequence [--dynamic] a run over changing token counts
+    ... --wait: say "ready" once the device is warm, time nothing before "go" on stdin (`started`)
 
 A process of its own, because torch.compile, Inductor and Triton keep in-memory caches that no API
 empties completely; `probe()` gives it fresh TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR.

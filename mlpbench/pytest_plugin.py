@@ -93,8 +93,8 @@ def process_cost() -> dict:
     """This process's time outside its cases so far: `boot_s` (started to configured, where the starting
     process said when it started), `start_s` (configured to first case), of it `waited_s` (for the first
     calls made ahead by other processes) and `turn_s` (for the process before it), `release_s`,
-    `ceilings_s`, and
-    `written_at`, the wall clock now, from which the starting process tells how long the exit took."""
+    `ceilings_s`, and `written_at`, the wall clock now, from which the starting process tells how long
+    the exit took."""
     start = _PROCESS.get("first_case_at", time.perf_counter()) - _PROCESS.get("configured_at", time.perf_counter())
     out = {"start_s": round(start, 3), "waited_s": round(_PROCESS.get("waited_s", 0.0), 3),
            "turn_s": round(_PROCESS.get("turn_s", 0.0), 3),

@@ -220,8 +220,8 @@ def op_groups(cases) -> list[list[str]]:
 def _run_per_op(argv: list[str], groups: list[list[str]], json_path: Path, outcomes_path: Path,
                 walls: list[dict]) -> int:
     """One pytest process per group of ops (op_groups), measuring one after the other, then one merged
-    JSON and outcomes file. As ASV measures each op in a process of its own, a process starts with no
-    memory reserved by the ops before it. They all start at once: each boots, collects and imports while
+    JSON and outcomes file. A process starts with no memory reserved by the ops of the processes before
+    it. They all start at once: each boots, collects and imports while
     the ones before it measure, and waits for the one before it to exit before its first case."""
     kept = [a for a in argv if not a.startswith("--op=")]
     return _run_parts(kept, [(f"op{'s' if len(g) > 1 else ''} {', '.join(g)}", ["-v", *[f"--op={op}" for op in g]], {})

@@ -184,8 +184,8 @@ def evenly_spaced(samples, keep: int = 100) -> list[float]:
 
 
 # Seconds of one round of back-to-back calls (at least ten calls, at most 200). The spread between rounds
-# comes from the box, not the round's length: rounds of a few ms and of tens of ms scatter alike
-# (studies/suite-cost), so a round long enough to hold ten calls of the slowest case serves.
+# comes from the box, not from the round's length, so a round long enough for ten calls of the slowest
+# case serves.
 BACK_TO_BACK_ROUND_S = 0.02
 
 

@@ -423,3 +423,14 @@ def test_grouped_classes_share_a_setup_cache_per_process_group_of_mlpbench_run(m
         assert len(own) == 1  # one setup_cache for the group
         assert len({plain[f"{registry.class_name(op)}Device"] for op in ops}) == len(ops)  # one per op, plain
     assert len(set(grouped.values())) == len(groups) + 3  # and the compile tax's three classes
+    # what a group's setup_cache would hand each of its classes, without measuring, as a GPU sees it
+    from mlpbench import runner
+
+    monkeypatch.setattr(runner, "default_device", lambda: "cuda")
+    monkeypatch.setattr(runner, "timing_skip_reason", lambda case, device: None)
+    for ops in groups:
+        dry = asv_suite.classes("standard")[f"{registry.class_name(ops[0])}Device"].dry_cache()
+        assert {i.split("/")[0] for i in dry} == set(ops)
+        assert all("track_codegen" not in e for e in dry.values())
+        compiled = [i for i in dry if registry.variant_of(registry.case_by_id(i)).compiles]
+        assert compiled and all("codegen_fingerprint" in dry[i] or "skip" in dry[i] for i in compiled)

@@ -178,14 +178,18 @@ def test_processes_in_turn_start_at_once_and_measure_one_after_the_other(tmp_pat
             "--tier=quick", "--variant=eager", "--dtype=fp32", "--benchmark-max-time=0.01"]
     walls: list[dict] = []
     json_path = tmp_path / "run.json"
-    rc = run_suite._run_parts(argv, [("first", ["-v", "--op=gelu_mul"], {}), ("second", ["-v", "--op=silu_mul"], {})],
+    # the first measures for seconds (host samples of 3 s), longer than the second takes to boot and collect
+    rc = run_suite._run_parts(argv, [("first", ["-v", "--op=gelu_mul", "--benchmark-max-time=3"], {}),
+                                     ("second", ["-v", "--op=silu_mul"], {})],
                               json_path, tmp_path / "run.outcomes.json", walls, together=False)
     out = capfd.readouterr().out
     assert rc == 0, out[-3000:]
     first, second = walls
     # started at once: the second's wall time, from its start to its exit, holds the first's
     assert second["wall_s"] > first["wall_s"]
-    assert first["turn_s"] == 0 and second["turn_s"] >= 0
+    # the second was ready before the first was done, and waited for it
+    assert first["turn_s"] == 0 and second["turn_s"] > 1.0, walls
+    assert "waiting for the pytest process before this one to finish" in out
     # the second's cases ran after the first had exited: all the first printed comes before the second's title
     assert out.index("mlpbench: second") > out.rindex("test_case[gelu_mul/"), out[-3000:]
     assert "test_case[silu_mul/" in out[out.index("mlpbench: second"):]
