@@ -64,7 +64,8 @@ def launches(impl, monkeypatch):
 
             return record
 
-    for name in ("_gate_up_kernel", "_gate_up_interleaved_kernel", "_act_mul_kernel", "_act_mul_pairs_kernel"):
+    for name in ("_gate_up_kernel", "_gate_up_interleaved_kernel", "_act_mul_kernel", "_act_mul_pairs_kernel",
+                 "_act_mul_grad_kernel"):
         monkeypatch.setattr(impl, name, Recording(name, getattr(impl, name)))
     return calls
 
@@ -415,4 +416,73 @@ def test_kernelized_layer_takes_interleaved_weights_without_gradients(kernel, la
     assert rel_err(out, y64) <= TOL[torch.bfloat16]
     if not compiled:
         model(x).sum().backward()  # weights require grad: the two-weight kernel, gradients to the Linears
-        assert launches[-1].name == "_gate_up_kernel" and model.gate_proj.weight.grad is not None
+        assert [c.name for c in launches[1:]] == ["_gate_up_kernel", "_act_mul_grad_kernel"]
+        assert model.gate_proj.weight.grad is not None
+
+
+# --- training: the forward saves gate and up, the backward recomputes nothing ------------------------
+
+def _adamw_steps(model, steps, compiled):
+    """`steps` AdamW steps on a fixed regression target; the kernel launches each step made."""
+    run = torch.compile(model, fullgraph=True) if compiled else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(steps):
+        x = torch.randn(320, 32, generator=gen).to(DEVICE, torch.bfloat16)  # 320 rows: the fused path
+        target = torch.randn(320, 32, generator=gen).to(DEVICE, torch.bfloat16)
+        loss = (run(x).float() - target.float()).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def _weights(model):
+    """gate, up and down weights, whether gate and up are interleaved or not."""
+    w = getattr(model, "gate_up_interleaved", None)
+    gate, up = (w[0::2], w[1::2]) if isinstance(w, nn.Parameter) else (model.gate_proj.weight, model.up_proj.weight)
+    return gate.detach(), up.detach(), model.down_proj.weight.detach()
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+@pytest.mark.parametrize("interleaved", [False, True], ids=["two-weights", "interleaved"])
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["eager", "torch.compile"])
+def test_adamw_steps_match_the_unmodified_model(kernel, launches, layer, interleaved, compiled):
+    """A model kernelized with Mode.TRAINING (| TORCH_COMPILE) trains with the fused backward: one
+    forward kernel and one elementwise gradient kernel per step, no recomputed GEMM. Three AdamW
+    steps leave its weights where the unmodified bf16 model's are, within bf16's tolerance; with
+    interleave_gate_up(trainable=True) the optimizer steps the one interleaved parameter, and the
+    Linear weights, views of it, follow."""
+    torch._dynamo.reset()
+    mode = kernels.Mode.TRAINING | (kernels.Mode.TORCH_COMPILE if compiled else kernels.Mode.TRAINING)
+    model = _kernelized(layer, mode)
+    torch.manual_seed(0)
+    plain = type(layer, (GatedMLPRef,), {})(32, 96, LAYERS[layer]).to(DEVICE, torch.bfloat16)
+    plain.load_state_dict(model.state_dict())
+    start = [w.clone() for w in _weights(plain)]
+    if interleaved:
+        assert kernel.interleave_gate_up(model, trainable=True) == 1
+        assert {n for n, _ in model.named_parameters()} == {"gate_up_interleaved", "down_proj.weight"}
+    _adamw_steps(model, 3, compiled)
+    _adamw_steps(plain, 3, False)
+    forward = "_gate_up_interleaved_kernel" if interleaved else "_gate_up_kernel"
+    assert [c.name for c in launches] == [forward, "_act_mul_grad_kernel"] * 3
+    for got, want, before in zip(_weights(model), _weights(plain), start):
+        assert not torch.equal(want, before)  # the steps moved the weights
+        assert rel_err(got, want.double()) <= TOL[torch.bfloat16]
+    if interleaved:
+        assert torch.equal(model.gate_proj.weight, model.gate_up_interleaved.detach()[0::2])
+
+
+def test_deinterleave_gives_the_linears_their_parameters_back(kernel):
+    model = _kernelized("SwiGLUMLP", kernels.Mode.TRAINING)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    kernel.interleave_gate_up(model, trainable=True)
+    assert "gate_proj.weight" not in model.state_dict()
+    with torch.no_grad():
+        model.gate_up_interleaved[0::2] += 1  # as an optimizer step would
+    assert kernel.deinterleave_gate_up(model) == 1
+    assert not hasattr(model, "gate_up_interleaved")
+    assert isinstance(model.gate_proj.weight, nn.Parameter) and model.gate_proj.weight.requires_grad
+    torch.testing.assert_close(model.gate_proj.weight, before["gate_proj.weight"] + 1)
+    assert torch.equal(model.up_proj.weight, before["up_proj.weight"])

@@ -48,14 +48,21 @@ def test_eager_calls_skip_the_op(kernel, no_op_dispatch, fused, lead):
             torch.testing.assert_close(out.double(), reference(x, wg, wu), rtol=1e-4, atol=1e-4)
 
 
-def test_gradients_still_take_the_op(kernel, no_op_dispatch):
-    """A call that wants a gradient needs the op's autograd: it must not take the eager path."""
+def test_gradients_skip_the_op_too(kernel, no_op_dispatch):
+    """A call that wants a gradient trains through a torch.autograd.Function, both passes without
+    the op's dispatch, from two weights and from interleaved ones."""
     wg, wu = weights(16, 24)
+    w = kernel.interleave(wg, wu).requires_grad_()
+    wg.requires_grad_()
     x = torch.randn(3, 16, device=DEVICE, requires_grad=True)
-    with pytest.raises(AssertionError, match="dispatched through the op"):
-        kernel.gate_up_act_mul(x, wg, wu, "silu")
-    with torch.no_grad():  # the same call without a gradient wanted stays on the eager path
-        kernel.gate_up_act_mul(x, wg, wu, "silu")
+    dy = torch.randn(3, 24, device=DEVICE)
+    got = torch.autograd.grad(kernel.gate_up_act_mul(x, wg, wu, "silu"), (x, wg), dy)
+    got_interleaved = torch.autograd.grad(kernel.gate_up_act_mul_interleaved(x, w, "silu"), (x, w), dy)
+    x64, wg64, wu64 = (t.detach().double().requires_grad_() for t in (x, wg, wu))
+    want = torch.autograd.grad(reference(x64, wg64, wu64), (x64, wg64, wu64), dy.double())
+    for g, e in zip((*got, got_interleaved[0], got_interleaved[1][0::2], got_interleaved[1][1::2]),
+                    (want[0], want[1], want[0], want[1], want[2])):
+        torch.testing.assert_close(g.double(), e, rtol=1e-4, atol=1e-4)
 
 
 def test_a_plan_is_made_once_per_key(kernel, impl, monkeypatch):

@@ -27,8 +27,9 @@ act needs no libdevice, so the same kernel runs under Triton's CPU interpreter:
 
 float32 inputs are multiplied in IEEE float32 (no TF32), as PyTorch's matmul does by default.
 
-Backward (for training) recomputes gate and up with PyTorch's GEMMs and forms the gradients with
-PyTorch ops: correct, not fused.
+Training: a call that wants a gradient runs the same kernels, which then also store gate and up
+(SAVE); the backward forms d(gate) and d(up) in one elementwise kernel (_act_mul_grad_kernel) and
+leaves x's and the weights' gradients to cuBLAS's GEMMs, recomputing nothing (see "Training" below).
 
 The public functions are torch.library ops (one node each under torch.compile(fullgraph=True)),
 differentiable through `register_autograd`.  On a GPU they are `triton_op`s: torch.compile
@@ -146,8 +147,9 @@ def _tile(tile, tiles_m, per_group, GROUP_M: tl.constexpr):
 @triton.jit
 def _gate_up_kernel(
     x, wg, wu, out,  # tensor descriptors (TMA) or pointers
+    pg, pu,  # SAVE: gate and up before act·mul ([M, N] each, for the backward); else unused
     M, N, K,
-    stride_xm, stride_wg, stride_wu, stride_om,  # row strides (pointer path); last dimensions are contiguous
+    stride_xm, stride_wg, stride_wu, stride_om, stride_pm,  # row strides (pointer path); last dimensions contiguous
     ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     PROGRAMS: tl.constexpr,
@@ -155,6 +157,7 @@ def _gate_up_kernel(
     TMA: tl.constexpr,
     IEEE: tl.constexpr,  # float32 inputs: full-precision products, not TF32
     UPCAST: tl.constexpr,  # the CPU interpreter's bfloat16 dot is wrong: float32 operands (the same products)
+    SAVE: tl.constexpr = False,  # also store gate and up (rounded to the inputs' dtype): training
 ):
     tiles_m = tl.cdiv(M, BLOCK_M)
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -193,16 +196,24 @@ def _gate_up_kernel(
         h = _act(acc_g, ACT) * acc_u  # float32, rounded once on store: BLOCK_M × BLOCK_N of h written
         if TMA:
             out.store([off_m, off_n], h.to(out.dtype))
+            if SAVE:
+                pg.store([off_m, off_n], acc_g.to(pg.dtype))
+                pu.store([off_m, off_n], acc_u.to(pu.dtype))
         else:
             mask = (rm[:, None] < M) & (rn[None, :] < N)
             tl.store(out + rm[:, None] * stride_om + rn[None, :], h.to(out.dtype.element_ty), mask=mask)
+            if SAVE:
+                at = rm[:, None] * stride_pm + rn[None, :]
+                tl.store(pg + at, acc_g.to(pg.dtype.element_ty), mask=mask)
+                tl.store(pu + at, acc_u.to(pu.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _gate_up_interleaved_kernel(
     x, w, out,  # tensor descriptors (TMA) or pointers; w: [2N, K], gate row j at 2j, up row j at 2j + 1
+    pre,  # SAVE: the accumulator as it is, gate and up in alternate columns ([M, 2N]); else unused
     M, N, K,
-    stride_xm, stride_w, stride_om,
+    stride_xm, stride_w, stride_om, stride_pm,
     ACT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     PROGRAMS: tl.constexpr,
@@ -210,6 +221,7 @@ def _gate_up_interleaved_kernel(
     TMA: tl.constexpr,
     IEEE: tl.constexpr,
     UPCAST: tl.constexpr,
+    SAVE: tl.constexpr = False,
 ):
     """The same product from interleaved weights: one GEMM of x against 2·BLOCK_N weight rows per
     tile, so each K step is a single BLOCK_M × 2·BLOCK_N × BLOCK_K dot (on Hopper one wgmma of
@@ -244,6 +256,12 @@ def _gate_up_interleaved_kernel(
                 acc = tl.dot(a, b.T, acc, input_precision="ieee")
             else:
                 acc = tl.dot(a, b.T, acc)
+        if SAVE:  # before the split: one store of the tile's 2·BLOCK_N columns, in the weights' order
+            if TMA:
+                pre.store([off_m, 2 * off_n], acc.to(pre.dtype))
+            else:
+                tl.store(pre + rm[:, None] * stride_pm + rw[None, :], acc.to(pre.dtype.element_ty),
+                         mask=(rm[:, None] < M) & (rw[None, :] < 2 * N))
         g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
         h = _act(g, ACT) * u
         if TMA:
@@ -288,6 +306,39 @@ def _act_mul_pairs_kernel(y, out, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
         tl.store(out + offs, (_act(g, ACT) * u).to(out.dtype.element_ty), mask=offs < n)
 
 
+@triton.jit
+def _act_mul_grad_kernel(dh, g, u, dg, du, n, ACT: tl.constexpr, PAIRS: tl.constexpr, BLOCK: tl.constexpr):
+    """The backward's elementwise step over n elements of h, from gate and up as the forward saved
+    them: dgate = dh·up·act'(gate), dup = dh·act(gate), in float32, rounded once. PAIRS: gate and
+    up alternate in one tensor (`g`, the interleaved forward's accumulator) and so do their
+    gradients (`dg`, laid out like the interleaved weights: one GEMM each for x's and the weights'
+    gradients); else g, u, dg and du are four contiguous tensors (`u` and `du` unused when PAIRS)."""
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < n
+    d = tl.load(dh + offs, mask=mask, other=0.0).to(tl.float32)
+    if PAIRS:
+        pairs = 2 * start + tl.arange(0, 2 * BLOCK)
+        gv, uv = tl.split(tl.reshape(tl.load(g + pairs, mask=pairs < 2 * n, other=0.0).to(tl.float32), (BLOCK, 2)))
+    else:
+        gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32)
+        uv = tl.load(u + offs, mask=mask, other=0.0).to(tl.float32)
+    if ACT == 0:  # gelu_tanh(g) = g·s, s = sigmoid(2z), z = √(2/π)·(g + 0.044715·g³)
+        s = 1.0 / (1.0 + tl.exp(-1.5957691216057308 * (gv + 0.044715 * gv * gv * gv)))
+        slope = s + gv * s * (1.0 - s) * 1.5957691216057308 * (1.0 + 0.134145 * gv * gv)
+    else:  # silu(g) = g·s, s = sigmoid(g)
+        s = 1.0 / (1.0 + tl.exp(-gv))
+        slope = s + gv * s * (1.0 - s)
+    d_gate = d * uv * slope
+    d_up = d * (gv * s)
+    if PAIRS:
+        both = tl.reshape(tl.join(d_gate, d_up), (2 * BLOCK,))
+        tl.store(dg + pairs, both.to(dg.dtype.element_ty), mask=pairs < 2 * n)
+    else:
+        tl.store(dg + offs, d_gate.to(dg.dtype.element_ty), mask=mask)
+        tl.store(du + offs, d_up.to(du.dtype.element_ty), mask=mask)
+
+
 # --------------------------------------------------------------------------- #
 # Launch
 # --------------------------------------------------------------------------- #
@@ -307,12 +358,13 @@ def _can_use_tma(tensors) -> bool:
     return torch.cuda.get_device_capability(t.device)[0] >= 9 and all(_aligned(v) for v in tensors)
 
 
-def _fused_plan(x2, weights, n: int, act: int, config, use_tma):
+def _fused_plan(x2, weights, n: int, act: int, config, use_tma, save: bool = False):
     """(grid, the kernel's scalar arguments, its constexprs, launch options, descriptor blocks or
     None for pointer loads) of either gate|up kernel for h [m, n] (contiguous) from x2 [m, k] and
     `weights` (wg and wu, or the interleaved w, whose descriptor blocks are 2·BLOCK_N rows):
     tensor descriptors or pointers (use_tma None: where they help), a grid of one program per tile
-    or per SM."""
+    or per SM. `save`: the kernel also stores gate and up (contiguous [m, n] each, or for the
+    interleaved kernel its [m, 2n] accumulator), for the backward."""
     bm, bn, bk, group, warps, stages, persistent = config
     m, k = x2.shape
     tensors = (x2, *weights)
@@ -328,23 +380,27 @@ def _fused_plan(x2, weights, n: int, act: int, config, use_tma):
     sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
         if x2.device.type == "cuda" else 4
     programs = min(tiles, sms) if persistent else tiles
-    scalars = (m, n, k, x2.stride(0), *(w.stride(0) for w in weights), n)
+    interleaved = len(weights) == 1
+    scalars = (m, n, k, x2.stride(0), *(w.stride(0) for w in weights), n, 2 * n if interleaved else n)
     constexprs = dict(ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
                       FLATTEN=persistent == 1, TMA=tma, IEEE=x2.dtype == torch.float32,
-                      UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16)
-    blocks = ([bm, bk], [w_rows, bk], [bm, bn]) if tma else None
+                      UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, SAVE=save)
+    blocks = ([bm, bk], [w_rows, bk], [bm, bn], [bm, 2 * bn if interleaved else bn]) if tma else None
     return (programs,), scalars, constexprs, {"num_warps": warps, "num_stages": stages}, blocks
 
 
-def _fused_args(x, x_shape, x_strides, weights, out2, blocks) -> tuple:
-    """The kernel's tensor arguments: x (read as x_shape, x_strides), weights and h, or their
-    tensor descriptors."""
+def _fused_args(x, x_shape, x_strides, weights, out2, blocks, saved=()) -> tuple:
+    """The kernel's tensor arguments: x (read as x_shape, x_strides), weights, h and where gate
+    and up are saved (`saved`; none: h stands in, unused), or their tensor descriptors."""
+    saved = saved or (out2,) * len(weights)  # gate and up from two weights, the pairs from one
     if blocks is None:
-        return (x, *weights, out2)
-    x_block, w_block, out_block = blocks
+        return (x, *weights, out2, *saved)
+    x_block, w_block, out_block, saved_block = blocks
     return (TensorDescriptor(x, x_shape, x_strides, x_block),
             *(TensorDescriptor(w, list(w.shape), list(w.stride()), w_block) for w in weights),
-            TensorDescriptor(out2, list(out2.shape), list(out2.stride()), out_block))
+            TensorDescriptor(out2, list(out2.shape), list(out2.stride()), out_block),
+            *(TensorDescriptor(t, list(t.shape), list(t.stride()), saved_block if t is not out2 else out_block)
+              for t in saved))
 
 
 def _on_device(device):
@@ -354,10 +410,11 @@ def _on_device(device):
     return torch.cuda.device(device) if switch else contextlib.nullcontext()
 
 
-def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int) -> None:
-    """Launch `kernel` (either gate|up kernel) for h = out2 [m, n] (see _fused_plan)."""
-    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, config, use_tma)
-    args = _fused_args(x2, list(x2.shape), list(x2.stride()), weights, out2, blocks)
+def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int, saved=()) -> None:
+    """Launch `kernel` (either gate|up kernel) for h = out2 [m, n], storing gate and up into
+    `saved` when given (see _fused_plan)."""
+    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, config, use_tma, bool(saved))
+    args = _fused_args(x2, list(x2.shape), list(x2.stride()), weights, out2, blocks, saved)
     with _on_device(x2.device):
         launcher(kernel)(grid, (*args, *scalars), constexprs, **options)
 
@@ -688,7 +745,8 @@ def _traced_forward_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activa
 # ----- registration -----
 def _define_ops(namespace: str, traced: bool) -> None:
     """Register `namespace`::gate_up_act_mul and ::gate_up_act_mul_interleaved (triton_ops when
-    `traced`, else custom_ops) and ::gate_up_act_mul_fused (a custom_op).
+    `traced`, else custom_ops), ::gate_up_act_mul_fused (a custom_op) and the training ops
+    (_define_train_ops).
 
     Defining an op again under the same name replaces the earlier definition, so the namespace
     must differ between versions (see _NAMESPACE)."""
@@ -706,9 +764,7 @@ def _define_ops(namespace: str, traced: bool) -> None:
         interleaved_op.register_fake(_fake_forward_interleaved)
     forward_op.register_autograd(_autograd_backward, setup_context=_setup_context)
     interleaved_op.register_autograd(_autograd_backward_interleaved, setup_context=_setup_context_interleaved)
-
-
-_define_ops(_NAMESPACE, traced=not _INTERPRETED)
+    _define_train_ops(namespace)
 
 
 # --------------------------------------------------------------------------- #
@@ -814,6 +870,8 @@ def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, a
         if out is not None:
             return out
     _check_inputs(x, w_gate, w_up, activation)
+    if _config is None and _tma is None and _wants_grad(x, w_gate, w_up):
+        return _train(x, (w_gate, w_up), activation, -1 if fused is None else int(fused))
     cfg = list(_check_config(_config)) if _config is not None else []
     if _tma is not None:
         cfg = (cfg or list(CONFIGS[x.dtype])) + [int(_tma)]
@@ -832,7 +890,189 @@ def gate_up_act_mul_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activa
         if out is not None:
             return out
     _check_interleaved(x, w_gate_up, activation)
+    if _config is None and _tma is None and _wants_grad(x, w_gate_up):
+        return _train(x, (w_gate_up,), activation, -1 if fused is None else int(fused))
     cfg = list(_check_config(_config)) if _config is not None else []
     if _tma is not None:
         cfg = (cfg or list(INTERLEAVED_CONFIGS[x.dtype])) + [int(_tma)]
     return _ops.gate_up_act_mul_interleaved(x, w_gate_up, activation, -1 if fused is None else int(fused), cfg)
+
+
+# --------------------------------------------------------------------------- #
+# Training: the forward saves gate and up; the backward forms their gradients in one kernel
+# --------------------------------------------------------------------------- #
+# A call that wants a gradient (and names no tuning override) takes this path. The forward's kernel
+# also stores gate and up as its accumulators hold them (rounded to the inputs' dtype), so the
+# backward recomputes no GEMM: one elementwise kernel (_act_mul_grad_kernel) forms d(gate) and d(up),
+# then cuBLAS's GEMMs give the gradients of x and of the weights. From interleaved weights the
+# saved pairs and their gradients keep the weights' interleaved order, so x's gradient is one GEMM
+# and the interleaved weight's gradient another, laid out like the weight: an optimizer stepping the
+# interleaved tensor steps gate and up alike (layers.interleave_gate_up, trainable=True).
+#
+# Outside torch.compile, with plain tensors, a torch.autograd.Function calls the launches directly
+# (no op dispatch on either pass); under torch.compile, or with tensors that need the dispatcher,
+# the opaque ops below (custom_ops: their kernels take host-made tensor descriptors) with
+# register_autograd, whose backward is the same GEMMs around the ::gate_up_grad op.
+def _saved_like(x, m: int, n: int, interleaved: bool) -> tuple:
+    if interleaved:
+        return (x.new_empty((m, 2 * n)),)
+    return x.new_empty((m, n)), x.new_empty((m, n))
+
+
+def _train_forward(x, weights, activation: str, fused: int):
+    """(h, saved): h = act(gate)·up for x [..., k], and what the backward reads: (gate, up) [m, n]
+    each from two weights, the [m, 2n] gate|up pairs from one interleaved weight."""
+    interleaved = len(weights) == 1
+    if interleaved:
+        _check_interleaved(x, weights[0], activation)
+    else:
+        _check_inputs(x, *weights, activation)
+    x2 = _rows(x)
+    m = x2.shape[0]
+    n = weights[0].shape[0] // 2 if interleaved else weights[0].shape[0]
+    out_shape = (*x.shape[:-1], n)
+    if m == 0 or n == 0:
+        return x.new_empty(out_shape), _saved_like(x, m, n, interleaved)
+    _check_runnable(x.device)
+    act = ACTIVATIONS[activation]
+    weights = tuple(w if w.is_contiguous() else w.contiguous() for w in weights)
+    h = x.new_empty((m, n))
+    if fused_pays(m, x.dtype) if fused < 0 else bool(fused):
+        saved = _saved_like(x, m, n, interleaved)
+        kernel, configs = ((_gate_up_interleaved_kernel, INTERLEAVED_CONFIGS) if interleaved
+                           else (_gate_up_kernel, CONFIGS))
+        _run(kernel, x2, weights, h, act, configs[x.dtype], None, n, saved)
+        return h.view(out_shape), saved
+    grid, constexprs = _act_mul_plan(m * n, act, x.element_size())
+    with _on_device(x.device):
+        if interleaved:  # one GEMM: gate and up in alternate columns, saved as they are
+            saved = (torch.nn.functional.linear(x2, weights[0]),)
+            launcher(_act_mul_pairs_kernel)(grid, (saved[0], h, m * n), constexprs, num_warps=4)
+        else:
+            saved = tuple(torch.nn.functional.linear(x2, w) for w in weights)
+            launcher(_act_mul_kernel)(grid, (*saved, h, m * n), constexprs, num_warps=4)
+    return h.view(out_shape), saved
+
+
+def _gate_up_grad(grad_h, saved, act: int) -> tuple:
+    """d(gate) and d(up) laid out as `saved` is (two [m, n] tensors, or one [m, 2n] of pairs)."""
+    pairs = len(saved) == 1
+    m = saved[0].shape[0]
+    n = saved[0].shape[1] // 2 if pairs else saved[0].shape[1]
+    grads = tuple(torch.empty_like(t) for t in saved)
+    if m * n == 0:
+        return grads
+    dh = grad_h.reshape(m, n)
+    if not dh.is_contiguous() or dh.dtype != saved[0].dtype:
+        dh = dh.contiguous().to(saved[0].dtype)
+    _check_runnable(dh.device)
+    grid, constexprs = _act_mul_plan(m * n, act, dh.element_size())
+    g, u = (saved[0], saved[0]) if pairs else saved
+    dg, du = (grads[0], grads[0]) if pairs else grads
+    with _on_device(dh.device):
+        launcher(_act_mul_grad_kernel)(grid, (dh, g, u, dg, du, m * n), {**constexprs, "PAIRS": pairs},
+                                       num_warps=4)
+    return grads
+
+
+def _gemm_grads(x, weights, grads, needs) -> tuple:
+    """x's gradient and each weight's (None where `needs`, one flag for x then one per weight, says
+    not) from d(gate) and d(up) as _gate_up_grad lays them out."""
+    x2 = x.reshape(-1, x.shape[-1])
+    if len(weights) == 1:
+        (dpre,), (w,) = grads, weights
+        dx = dpre @ w if needs[0] else None
+        dws = (dpre.t() @ x2 if needs[1] else None,)
+    else:
+        (dg, du), (wg, wu) = grads, weights
+        dx = torch.addmm(dg @ wg, du, wu) if needs[0] else None
+        dws = (dg.t() @ x2 if needs[1] else None, du.t() @ x2 if needs[2] else None)
+    return (None if dx is None else dx.view(x.shape), *dws)
+
+
+class _Train(torch.autograd.Function):
+    """The training path outside torch.compile: apply(x, activation, fused, *weights)."""
+
+    @staticmethod
+    def forward(ctx, x, activation, fused, *weights):
+        h, saved = _train_forward(x, weights, activation, fused)
+        ctx.save_for_backward(x, *weights, *saved)
+        ctx.act, ctx.weights = ACTIVATIONS[activation], len(weights)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        x, *rest = ctx.saved_tensors
+        weights, saved = rest[:ctx.weights], rest[ctx.weights:]
+        needs = (ctx.needs_input_grad[0], *ctx.needs_input_grad[3:])
+        dx, *dws = _gemm_grads(x, weights, _gate_up_grad(grad_h, saved, ctx.act), needs)
+        return (dx, None, None, *dws)
+
+
+def _train(x, weights, activation: str, fused: int) -> torch.Tensor:
+    if not torch.compiler.is_compiling() and _plain(x, *weights):
+        return _Train.apply(x, activation, fused, *weights)
+    if len(weights) == 1:
+        return _ops.gate_up_act_mul_interleaved_train(x, weights[0], activation, fused)[0]
+    return _ops.gate_up_act_mul_train(x, *weights, activation, fused)[0]
+
+
+def _train_op(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activation: str,
+              fused: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    h, (g, u) = _train_forward(x, (w_gate, w_up), activation, fused)
+    return h, g, u
+
+
+def _fake_train_op(x, w_gate, w_up, activation, fused):
+    _check_inputs(x, w_gate, w_up, activation)
+    n = w_gate.shape[0]
+    return (x.new_empty((*x.shape[:-1], n)), *_saved_like(x, x.numel() // x.shape[-1], n, False))
+
+
+def _interleaved_train_op(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str,
+                          fused: int) -> tuple[torch.Tensor, torch.Tensor]:
+    h, (pre,) = _train_forward(x, (w_gate_up,), activation, fused)
+    return h, pre
+
+
+def _fake_interleaved_train_op(x, w_gate_up, activation, fused):
+    _check_interleaved(x, w_gate_up, activation)
+    n = w_gate_up.shape[0] // 2
+    return x.new_empty((*x.shape[:-1], n)), *_saved_like(x, x.numel() // x.shape[-1], n, True)
+
+
+def _grad_op(grad_h: torch.Tensor, saved: list[torch.Tensor], act: int) -> list[torch.Tensor]:
+    return list(_gate_up_grad(grad_h, saved, act))
+
+
+def _fake_grad_op(grad_h, saved, act):
+    return [torch.empty_like(t) for t in saved]
+
+
+def _setup_train(ctx, inputs, output):
+    x, *weights = inputs[:-2]
+    ctx.save_for_backward(x, *weights, *output[1:])
+    ctx.act, ctx.weights = ACTIVATIONS[inputs[-2]], len(weights)
+
+
+def _train_op_backward(ctx, grad_h, *_saved_grads):
+    x, *rest = ctx.saved_tensors
+    weights, saved = rest[:ctx.weights], rest[ctx.weights:]
+    needs = ctx.needs_input_grad[:1 + ctx.weights]
+    grads = _ops.gate_up_grad(grad_h, list(saved), ctx.act)
+    return (*_gemm_grads(x, weights, grads, needs), None, None)
+
+
+def _define_train_ops(namespace: str) -> None:
+    """Register `namespace`::gate_up_act_mul_train, ::gate_up_act_mul_interleaved_train (h and
+    what the backward reads) and ::gate_up_grad (that backward's elementwise step)."""
+    grad_op = torch.library.custom_op(f"{namespace}::gate_up_grad", _grad_op, mutates_args=())
+    grad_op.register_fake(_fake_grad_op)
+    for name, body, fake in (("gate_up_act_mul_train", _train_op, _fake_train_op),
+                             ("gate_up_act_mul_interleaved_train", _interleaved_train_op, _fake_interleaved_train_op)):
+        op = torch.library.custom_op(f"{namespace}::{name}", body, mutates_args=())
+        op.register_fake(fake)
+        op.register_autograd(_train_op_backward, setup_context=_setup_train)
+
+
+_define_ops(_NAMESPACE, traced=not _INTERPRETED)  # once everything the ops call is defined
