@@ -64,26 +64,27 @@ def liger_description() -> str:
     return f"liger-kernel {version('liger-kernel')} (package)"
 
 
-def kernelized(model, layer_name: str, layer_repository, device: str):
-    """A copy of `model` whose forward `kernels.kernelize` swapped for `layer_repository`'s layer."""
+def kernelized(model, layer_name: str, layer_repository, device: str, training: bool = False):
+    """A copy of `model` whose forward `kernels.kernelize` swapped for `layer_repository`'s layer
+    (Mode.TRAINING when `training`: a layer with a backward, as a fine-tuning run asks for)."""
     from kernels import Mode, kernelize, use_kernel_mapping
 
     eager_forward = type(model).forward
     mapping = {layer_name: {device: layer_repository}}
     with use_kernel_mapping(mapping, inherit_mapping=False):
-        out = kernelize(copy.deepcopy(model), mode=Mode.INFERENCE, device=device)
+        out = kernelize(copy.deepcopy(model), mode=Mode.TRAINING if training else Mode.INFERENCE, device=device)
     # kernelize falls back to the original forward when no mapping matches: that would time eager.
     if getattr(out.forward, "__func__", None) is eager_forward:
         raise RuntimeError(f"kernelize kept the eager forward of {type(model).__name__} on {device!r}")
     return out
 
 
-def local_layer(model, layer_name: str, repo: str, device: str):
+def local_layer(model, layer_name: str, repo: str, device: str, training: bool = False):
     """`model` with its forward replaced by layer `layer_name` of our repository `repo`."""
     from kernels import LocalLayerRepository
 
     return kernelized(model, layer_name, LocalLayerRepository(repo_path=kernel_repo(repo), layer_name=layer_name),
-                      device)
+                      device, training)
 
 
 def liger_hub_layer(model, layer_name: str, liger_layer: str):

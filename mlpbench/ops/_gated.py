@@ -73,12 +73,13 @@ def liger_layer(module: str, name: str, hidden_act: str):
     return make
 
 
-def our_layer(layer_name: str, repo: str):
-    """make(model, device) for the eager model kernelized with layer `layer_name` of kernels_local/`repo`."""
+def our_layer(layer_name: str, repo: str, training: bool = False):
+    """make(model, device) for the eager model kernelized with layer `layer_name` of kernels_local/`repo`
+    (in Mode.TRAINING when `training`)."""
     def make(model, device):
         from .. import sources
 
-        return sources.local_layer(model, layer_name, repo, device)
+        return sources.local_layer(model, layer_name, repo, device, training)
 
     return make
 
@@ -106,36 +107,40 @@ def our_function(repo: str, name: str):
 DUAL_GEMM_REPO = "gated_dual_gemm"  # gate and up GEMMs in one kernel, act·mul in its epilogue
 
 
-def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, liger_act: str, **liger_options):
+def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, liger_act: str, training: bool = False,
+                 **liger_options):
     """The variants every gated MLP has: eager, compiled, Liger's layer (`liger_module`.`liger_class`
     configured with hidden_act `liger_act`, the eager weights shared) and ours (the eager model
-    kernelized with layer `layer` of kernels_local/`repo`: cuBLAS GEMMs and our act·mul kernel)."""
+    kernelized with layer `layer` of kernels_local/`repo`: cuBLAS GEMMs and our act·mul kernel).
+    `training`: for the training step, kernelized in Mode.TRAINING, and compiled on a GPU only (a
+    forward and backward compile costs CI minutes on a CPU)."""
     from ._kinds import compiled, eager, liger, ours
 
     return (
         eager(),
-        compiled(),
+        compiled(only_tiers=("standard", "full")) if training else compiled(),
         liger(liger_layer(liger_module, liger_class, liger_act), liger_class, liger_module,
               hub_layer=(layer, liger_class), **liger_options),
-        ours(our_layer(layer, repo), repo),
+        ours(our_layer(layer, repo, training), repo),
     )
 
 
-def dual_gemm(layer: str):
+def dual_gemm(layer: str, training: bool = False):
     """The eager model kernelized with layer `layer` of kernels_local/gated_dual_gemm, its gate and
     up weights interleaved once at load time (the repository's interleave_gate_up, outside any
     timing, as a model does it once when it loads): gate, up and act·mul in one kernel,
     then cuBLAS's down GEMM. Last in its op's variants (appended after the others, so the ASV
-    variant axis only grew)."""
+    variant axis only grew). `training`: kernelized in Mode.TRAINING, the interleaved weights the
+    trained parameter (interleave_gate_up(trainable=True))."""
     from ._kinds import ours
 
-    kernelize = our_layer(layer, DUAL_GEMM_REPO)
+    kernelize = our_layer(layer, DUAL_GEMM_REPO, training)
 
     def make(model, device):
         from .. import sources
 
         layer_model = kernelize(model, device)
-        sources.local_kernel(DUAL_GEMM_REPO).interleave_gate_up(layer_model)
+        sources.local_kernel(DUAL_GEMM_REPO).interleave_gate_up(layer_model, trainable=training)
         return layer_model
 
     return ours(make, DUAL_GEMM_REPO, name="dualgemm",
@@ -257,4 +262,67 @@ def train_workload(case, device, make, activation: str, extra: dict | None = Non
         bytes=8 * t * h * w.element_size(case),
         source=source,
         extra=extra or {},
+    )
+
+
+INTERLEAVED = "gate_up_interleaved"  # the dual GEMM repository's interleaved gate|up weights
+
+
+def _trained(module):
+    """(the weights a training step differentiates, grads -> (d gate, d up, d down)): the three
+    Linear weights, or the interleaved gate|up parameter and down's (its gradient's even and odd
+    rows are gate's and up's, as views)."""
+    import torch
+
+    w = getattr(module, INTERLEAVED, None)
+    if isinstance(w, torch.nn.Parameter):
+        return (w, module.down_proj.weight), lambda g: (g[0][0::2], g[0][1::2], g[1])
+    return tuple(getattr(module, n).weight for n in ("gate_proj", "up_proj", "down_proj")), tuple
+
+
+def mlp_train_workload(case, device, make, layer_name: str, activation: str):
+    """The gated MLP's training step at case's [t, d] input: forward, then backward with a given
+    output gradient, to x and every weight (the weights require grad, as in fine-tuning)."""
+    import torch
+    import torch.nn.functional as F
+
+    from .. import workloads as w
+
+    t, d, h = (case.shape.as_dict()[k] for k in ("t", "d", "h"))
+    dtype = w.TORCH_DTYPES[case.dtype]
+    torch.manual_seed(0)
+    with torch.device(device):
+        eager = mlp_class(layer_name, activation)(d, h).to(dtype=dtype)
+    w64 = [getattr(eager, n).weight.detach().double() for n in ("gate_proj", "up_proj", "down_proj")]
+    fn, source = make(eager)
+    weights, unpack = _trained(fn)
+    step = act_mul(activation)
+
+    def train_step(x, grad_out):
+        out = fn(x)
+        dx, *dw = torch.autograd.grad(out, (x, *weights), grad_out)
+        return (out, dx, *unpack(dw))
+
+    def reference(inp):
+        x = inp[0].detach().double().requires_grad_(True)
+        wg, wu, wd = (v.clone().requires_grad_(True) for v in w64)
+        out = F.linear(step(F.linear(x, wg), F.linear(x, wu)), wd)
+        return (out.detach(), *torch.autograd.grad(out, (x, wg, wu, wd), inp[1].double()))
+
+    def make_inputs(seed):
+        g = w.generator(seed, device)
+        return w.randn((t, d), dtype, device, g, requires_grad=True), w.randn((t, d), dtype, device, g)
+
+    es = w.element_size(case)
+    return w.Workload(
+        case, train_step,
+        make_inputs=make_inputs,
+        reference=reference,
+        flops=3 * 3 * 2 * t * d * h,  # three GEMMs forward, six backward (x's and each weight's gradient)
+        # forward: x and three weights read, y written; backward: the output gradient read, x's and
+        # the three weights' gradients written. The [t, h] intermediates are not counted.
+        bytes=es * (4 * t * d + 6 * d * h),
+        source=source,
+        # Gradients go through one more rounded GEMM than the output (the kernels' tests allow the same).
+        tolerance=2 * w.TOLERANCE[case.dtype],
     )
