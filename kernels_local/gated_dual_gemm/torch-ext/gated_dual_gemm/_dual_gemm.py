@@ -97,6 +97,16 @@ INTERLEAVED_CONFIGS = {
     torch.float16: (128, 128, 64, 8, 8, 3, 1),
     torch.float32: (64, 64, 32, 8, 4, 3, 1),
 }
+# The interleaved kernel when it also saves its accumulator (training): the epilogue then stores a
+# 2·BLOCK_N-wide tile besides h's, and with the loops flattened the next tile's stages stay in
+# shared memory meanwhile, which overflows an H200's 227 KiB at three stages; without flattening the
+# epilogue reuses the stages' memory (as the two-weight kernel's bf16 entry does, saving too).
+# `scripts/dual_gemm_sweep.py --train` times the candidates.
+TRAIN_INTERLEAVED_CONFIGS = {
+    torch.bfloat16: (128, 128, 64, 8, 8, 3, 2),
+    torch.float16: (128, 128, 64, 8, 8, 3, 2),
+    torch.float32: (64, 64, 32, 8, 4, 3, 1),
+}
 
 
 def _check_config(config) -> tuple:
@@ -939,7 +949,7 @@ def _train_forward(x, weights, activation: str, fused: int):
     h = x.new_empty((m, n))
     if fused_pays(m, x.dtype) if fused < 0 else bool(fused):
         saved = _saved_like(x, m, n, interleaved)
-        kernel, configs = ((_gate_up_interleaved_kernel, INTERLEAVED_CONFIGS) if interleaved
+        kernel, configs = ((_gate_up_interleaved_kernel, TRAIN_INTERLEAVED_CONFIGS) if interleaved
                            else (_gate_up_kernel, CONFIGS))
         _run(kernel, x2, weights, h, act, configs[x.dtype], None, n, saved)
         return h.view(out_shape), saved
