@@ -163,11 +163,12 @@ def _backward(dg, names, dtypes, gen, record) -> None:
 # --train: the interleaved kernel saving its accumulator for the backward (TRAIN_INTERLEAVED_CONFIGS),
 # then the whole forward and backward against eager PyTorch's, at the training ops' shapes.
 TRAIN_CANDIDATES = (
-    (128, 128, 64, 8, 8, 3, 2),
-    (128, 128, 64, 8, 8, 4, 2),
     (128, 128, 64, 8, 8, 2, 1),
-    (128, 128, 64, 8, 8, 3, 0),
-    (128, 128, 64, 8, 8, 3, 1),  # INTERLEAVED_CONFIGS' entry: its flattened stages and the saved tile may not fit
+    (128, 128, 64, 8, 8, 2, 2),
+    (128, 64, 64, 8, 4, 3, 1),
+    (128, 64, 64, 8, 8, 4, 1),
+    (128, 128, 64, 8, 8, 3, 2),  # three stages: with the saved tile, past an H200's shared memory
+    (128, 128, 64, 8, 8, 3, 1),  # INTERLEAVED_CONFIGS' entry, likewise
 )
 TRAIN_SHAPES = ((8192, 768, 3072), (8192, 4096, 14336), (333, 768, 3000))
 
@@ -198,10 +199,15 @@ def _train(dg, names, dtypes, gen, record) -> None:
                        tflops=2 * 2 * m * k * n / (t["median_us"] * 1e-6) / 1e12, **t)
             xg, wgr, wgg, wug = (t.detach().requires_grad_() for t in (x, w, wg, wu))
             dh = torch.randn(m, n, device="cuda", dtype=dtype, generator=gen)
-            record(**base, impl="ours_interleaved_forward_backward", **_time(
-                lambda: torch.autograd.grad(dg.gate_up_act_mul_interleaved(xg, wgr), (xg, wgr), dh)))
-            record(**base, impl="eager_forward_backward", **_time(lambda: torch.autograd.grad(
-                F.gelu(F.linear(xg, wgg), approximate="tanh") * F.linear(xg, wug), (xg, wgg, wug), dh)))
+            for impl_name, fn in (
+                    ("ours_interleaved_forward_backward",
+                     lambda: torch.autograd.grad(dg.gate_up_act_mul_interleaved(xg, wgr), (xg, wgr), dh)),
+                    ("eager_forward_backward", lambda: torch.autograd.grad(
+                        F.gelu(F.linear(xg, wgg), approximate="tanh") * F.linear(xg, wug), (xg, wgg, wug), dh))):
+                try:
+                    record(**base, impl=impl_name, **_time(fn))
+                except Exception as exc:  # noqa: BLE001 - the kernel's own table may not build: a finding
+                    record(**base, impl=impl_name, error=f"{type(exc).__name__}: {str(exc)[:300]}")
             del x, wg, wu, w, xg, wgr, wgg, wug, dh
             torch.cuda.empty_cache()
 
