@@ -78,6 +78,24 @@ def test_a_plan_is_made_once_per_key(kernel, impl, monkeypatch):
     assert len(made) == 2
 
 
+def test_a_training_plan_is_made_once_per_key(kernel, impl, monkeypatch):
+    """Training calls on the fused path are planned too: checks and launch plan once per key."""
+    made = []
+    real = impl._make_train_plan
+    monkeypatch.setattr(impl, "_make_train_plan", lambda *a: made.append(1) or real(*a))
+    impl._TRAIN_PLANS.clear()
+    wg, wu = (w.to(torch.bfloat16) for w in weights(16, 24))
+    w = kernel.interleave(wg, wu).requires_grad_()
+    x = torch.randn(kernel.MIN_FUSED_TOKENS, 16, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(x.shape[0], 24, device=DEVICE, dtype=torch.bfloat16)
+    grads = [torch.autograd.grad(kernel.gate_up_act_mul_interleaved(x, w, "silu"), (x, w), dy) for _ in range(3)]
+    assert len(made) == 1 and all(torch.equal(g[1], grads[0][1]) for g in grads)
+    x64, wg64, wu64 = (t.detach().double().requires_grad_() for t in (x, wg, wu))
+    want = torch.autograd.grad(reference(x64, wg64, wu64), (x64, wg64, wu64), dy.double())
+    for g, e in ((grads[0][0], want[0]), (grads[0][1][0::2], want[1]), (grads[0][1][1::2], want[2])):
+        assert (g.double() - e).norm() / e.norm() <= 2e-2
+
+
 def test_bad_input_is_still_named(kernel):
     wg, wu = weights(16, 24)
     with pytest.raises(ValueError, match="last dimension"):

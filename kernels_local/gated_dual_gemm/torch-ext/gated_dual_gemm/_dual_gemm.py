@@ -99,12 +99,12 @@ INTERLEAVED_CONFIGS = {
 }
 # The interleaved kernel when it also saves its accumulator (training): the epilogue then stages a
 # 2·BLOCK_N-wide tile besides h's in shared memory, on top of the K loop's stages, so three stages of
-# 128 × 64 and 256 × 64 tiles no longer fit an H200's 227 KiB, flattened or not; two stages do, and
-# flattening then overlaps the larger epilogue with the next tile's loads.
-# `scripts/dual_gemm_sweep.py --train` times the candidates.
+# 128 × 64 and 256 × 64 tiles no longer fit an H200's 227 KiB, flattened or not. Half as wide a tile
+# (BLOCK_N 64: one 128-wide MMA per K step) fits four stages, and was the fastest candidate of
+# `scripts/dual_gemm_sweep.py --train` (bf16; fp16 takes the same tiles, unswept).
 TRAIN_INTERLEAVED_CONFIGS = {
-    torch.bfloat16: (128, 128, 64, 8, 8, 2, 1),
-    torch.float16: (128, 128, 64, 8, 8, 2, 1),
+    torch.bfloat16: (128, 64, 64, 8, 8, 4, 1),
+    torch.float16: (128, 64, 64, 8, 8, 4, 1),
     torch.float32: (64, 64, 32, 8, 4, 3, 1),
 }
 
@@ -875,7 +875,9 @@ def gate_up_act_mul(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, a
     `_tma` (None automatic, False pointer loads, True tensor descriptors) are for tuning sweeps and tests.
     """
     eager = _config is None and _tma is None and not torch.compiler.is_compiling()
-    if eager and _plain(x, w_gate, w_up) and not _wants_grad(x, w_gate, w_up):
+    if eager and _plain(x, w_gate, w_up):
+        if _wants_grad(x, w_gate, w_up):  # checked when its plan is made, or by _train_forward
+            return _Train.apply(x, activation, -1 if fused is None else int(fused), w_gate, w_up)
         out = _planned(x, (w_gate, w_up), activation, -1 if fused is None else int(fused), False)
         if out is not None:
             return out
@@ -895,7 +897,9 @@ def gate_up_act_mul_interleaved(x: torch.Tensor, w_gate_up: torch.Tensor, activa
     tile (the faster kernel on Hopper: see INTERLEAVED_CONFIGS); otherwise the same as
     gate_up_act_mul, whose arguments these are."""
     eager = _config is None and _tma is None and not torch.compiler.is_compiling()
-    if eager and _plain(x, w_gate_up) and not _wants_grad(x, w_gate_up):
+    if eager and _plain(x, w_gate_up):
+        if _wants_grad(x, w_gate_up):
+            return _Train.apply(x, activation, -1 if fused is None else int(fused), w_gate_up)
         out = _planned(x, (w_gate_up,), activation, -1 if fused is None else int(fused), True)
         if out is not None:
             return out
@@ -975,13 +979,18 @@ def _gate_up_grad(grad_h, saved, act: int) -> tuple:
     dh = grad_h.reshape(m, n)
     if not dh.is_contiguous() or dh.dtype != saved[0].dtype:
         dh = dh.contiguous().to(saved[0].dtype)
-    _check_runnable(dh.device)
-    grid, constexprs = _act_mul_plan(m * n, act, dh.element_size())
+    key = (m * n, act, pairs, dh.dtype, dh.device)
+    plan = _GRAD_PLANS.get(key)
+    if plan is None:
+        _check_runnable(dh.device)
+        grid, constexprs = _act_mul_plan(m * n, act, dh.element_size())
+        plan = token(), grid, {**constexprs, "PAIRS": pairs}
+        remember(_GRAD_PLANS, key, plan)
+    plan_id, grid, constexprs = plan
     g, u = (saved[0], saved[0]) if pairs else saved
     dg, du = (grads[0], grads[0]) if pairs else grads
     with _on_device(dh.device):
-        launcher(_act_mul_grad_kernel)(grid, (dh, g, u, dg, du, m * n), {**constexprs, "PAIRS": pairs},
-                                       num_warps=4)
+        launcher(_act_mul_grad_kernel).planned(plan_id, grid, (dh, g, u, dg, du), (m * n,), constexprs, num_warps=4)
     return grads
 
 
@@ -1000,12 +1009,63 @@ def _gemm_grads(x, weights, grads, needs) -> tuple:
     return (None if dx is None else dx.view(x.shape), *dws)
 
 
+_TRAIN_PLANS = {}
+_GRAD_PLANS = {}
+
+
+def _make_train_plan(x, weights, activation: str, fused: int):
+    """What _train_planned does for this key, after the checks; False where _train_forward must run."""
+    interleaved = len(weights) == 1
+    if interleaved:
+        _check_interleaved(x, weights[0], activation)
+    else:
+        _check_inputs(x, *weights, activation)
+    _check_runnable(x.device)
+    n = weights[0].shape[0] // 2 if interleaved else weights[0].shape[0]
+    k = x.shape[-1]
+    m = x.numel() // k if k else 0
+    if m == 0 or n == 0 or not all(w.is_contiguous() for w in weights):
+        return False
+    if not (fused_pays(m, x.dtype) if fused < 0 else bool(fused)):
+        return False  # the unfused path: cuBLAS's GEMMs, whose calls a plan would not shorten
+    x2 = _rows(x)
+    if x2.data_ptr() != x.data_ptr():
+        return False
+    configs = TRAIN_INTERLEAVED_CONFIGS if interleaved else CONFIGS
+    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, ACTIVATIONS[activation],
+                                                             configs[x.dtype], None, True)
+    return token(), (*x.shape[:-1], n), m, n, [m, k], [x2.stride(0), 1], grid, scalars, constexprs, options, blocks
+
+
+def _train_planned(x, weights, activation: str, fused: int):
+    """_train_forward's result from the plan of this call's key (the fused path, as _planned does
+    for inference), or None where the general path must run."""
+    key = plan_key((x, *weights), activation, fused)
+    plan = _TRAIN_PLANS.get(key)
+    if plan is None:
+        plan = _make_train_plan(x, weights, activation, fused)
+        remember(_TRAIN_PLANS, key, plan)
+    if not plan:
+        return None
+    plan_id, out_shape, m, n, x_shape, x_strides, grid, scalars, constexprs, options, blocks = plan
+    if blocks is not None and x.data_ptr() % 16:
+        return None
+    interleaved = len(weights) == 1
+    h = x.new_empty((m, n))
+    saved = _saved_like(x, m, n, interleaved)
+    args = _fused_args(x, x_shape, x_strides, weights, h, blocks, saved)
+    kernel = _gate_up_interleaved_kernel if interleaved else _gate_up_kernel
+    with _on_device(x.device):
+        launcher(kernel).planned(plan_id, grid, args, scalars, constexprs, **options)
+    return h.view(out_shape), saved
+
+
 class _Train(torch.autograd.Function):
     """The training path outside torch.compile: apply(x, activation, fused, *weights)."""
 
     @staticmethod
     def forward(ctx, x, activation, fused, *weights):
-        h, saved = _train_forward(x, weights, activation, fused)
+        h, saved = _train_planned(x, weights, activation, fused) or _train_forward(x, weights, activation, fused)
         ctx.save_for_backward(x, *weights, *saved)
         ctx.act, ctx.weights = ACTIVATIONS[activation], len(weights)
         return h
