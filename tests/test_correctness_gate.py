@@ -95,3 +95,24 @@ workloads.build = _broken
     text = out.read_text() if out.exists() else ""
     assert text == "" or json.loads(text)["benchmarks"] == []
     result.stderr.fnmatch_lines(["*no benchmarks have been run*"])
+
+
+@pytest.mark.parametrize("variant", ["eager", "dualgemm"])
+def test_the_training_step_is_gated_on_every_gradient(variant):
+    """mlp_train's outputs are y and the gradients of x and of each weight (the dual GEMM's gate and up
+    gradients taken from its interleaved parameter's rows); each is held to float64, so a weight
+    gradient 1% off fails the case, named by its output."""
+    case = _case(f"mlp_train/{variant}/fp32/t64-d128-h512")
+    wl = workloads.build(case, "cpu")
+    assert workloads.check(wl) <= workloads.tolerance(wl)
+    right = wl.fn
+
+    def gate_gradient_off(x, grad_out):
+        out = list(right(x, grad_out))
+        assert len(out) == 5 and out[2].shape == (512, 128)  # y, dx, d gate, d up, d down
+        out[2] = out[2] * 1.01
+        return tuple(out)
+
+    wl.fn = gate_gradient_off
+    with pytest.raises(workloads.CorrectnessError, match=r"output 2 relative error 0\.01"):
+        workloads.check(wl)
