@@ -452,7 +452,9 @@ def test_adamw_steps_match_the_unmodified_model(kernel, launches, layer, interle
     forward kernel and one elementwise gradient kernel per step, no recomputed GEMM. Three AdamW
     steps leave its weights where the unmodified bf16 model's are, within bf16's tolerance; with
     interleave_gate_up(trainable=True) the optimizer steps the one interleaved parameter, and the
-    Linear weights, views of it, follow."""
+    Linear weights, views of it, follow. Adam's first steps barely depend on a gradient's scale, so
+    a gradient off by a constant factor is caught by test_backward and test_interleaved_backward,
+    not here."""
     torch._dynamo.reset()
     mode = kernels.Mode.TRAINING | (kernels.Mode.TORCH_COMPILE if compiled else kernels.Mode.TRAINING)
     model = _kernelized(layer, mode)
@@ -486,3 +488,26 @@ def test_deinterleave_gives_the_linears_their_parameters_back(kernel):
     assert isinstance(model.gate_proj.weight, nn.Parameter) and model.gate_proj.weight.requires_grad
     torch.testing.assert_close(model.gate_proj.weight, before["gate_proj.weight"] + 1)
     assert torch.equal(model.up_proj.weight, before["up_proj.weight"])
+
+
+def test_second_order_gradients_raise(kernel):
+    """The gradient kernel has no derivative of its own: create_graph=True raises rather than
+    returning a wrong second-order gradient."""
+    x, wg, wu = inputs(8, 16, 24, torch.float32, requires_grad=True)
+    out = kernel.gate_up_act_mul(x, wg, wu, "silu")
+    (dx,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|twice|does not require grad"):
+        torch.autograd.grad(dx.sum(), wg)
+
+
+def test_interleaving_again_keeps_the_trained_weights(kernel):
+    """interleave_gate_up on a module already trained interleaved gives the Linears their parameters
+    back first, so nothing is lost whichever layout is asked for next."""
+    model = _kernelized("GeGLUMLP", kernels.Mode.TRAINING)
+    kernel.interleave_gate_up(model, trainable=True)
+    with torch.no_grad():
+        model.gate_up_interleaved[1::2] -= 1
+    trained_up = model.up_proj.weight.clone()
+    kernel.interleave_gate_up(model)  # an inference copy now
+    assert isinstance(model.up_proj.weight, nn.Parameter) and torch.equal(model.up_proj.weight, trained_up)
+    assert {n for n, _ in model.named_parameters()} == {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}

@@ -11,9 +11,11 @@ launch that a fused kernel does not have.  Two kernels compute it, tile by tile,
 - _gate_up_interleaved_kernel, from weights laid out once at load time by interleave(): rows of
   gate and up alternate in one [2N, K] tensor, so a tile of h (BLOCK_M × BLOCK_N) is one GEMM tile
   of BLOCK_M × 2·BLOCK_N with a single float32 accumulator, gate and up in alternate columns, split
-  in the epilogue.  The faster one (a single wide MMA per K step): what the layers use for inference.
+  in the epilogue.  The faster one (a single wide MMA per K step): what the layers use for inference,
+  and for training once the interleaved weights are the parameter (interleave_gate_up(trainable=True)).
 - _gate_up_kernel, from the weights as nn.Linear holds them: two float32 accumulators, gate and up,
-  fed from the same x tile at every K step.  No load-time step; what training and direct calls use.
+  fed from the same x tile at every K step.  No load-time step; what direct calls and training on
+  the Linear weights use.
 
 Tiles are walked in grouped order (GROUP_M row tiles share each column tile's weights while they
 are in L2) by a persistent grid of one program per SM when `persistent`, one program per tile
@@ -101,7 +103,8 @@ INTERLEAVED_CONFIGS = {
 # 2·BLOCK_N-wide tile besides h's in shared memory, on top of the K loop's stages, so three stages of
 # 128 × 64 and 256 × 64 tiles no longer fit an H200's 227 KiB, flattened or not. Half as wide a tile
 # (BLOCK_N 64: one 128-wide MMA per K step) fits four stages, and was the fastest candidate of
-# `scripts/dual_gemm_sweep.py --train` (bf16; fp16 takes the same tiles, unswept).
+# `scripts/dual_gemm_sweep.py --train` at the 8192-token shapes, close at 333 tokens (bf16; fp16
+# takes the same tiles, unswept).
 TRAIN_INTERLEAVED_CONFIGS = {
     torch.bfloat16: (128, 64, 64, 8, 8, 4, 1),
     torch.float16: (128, 64, 64, 8, 8, 4, 1),
@@ -402,15 +405,16 @@ def _fused_plan(x2, weights, n: int, act: int, config, use_tma, save: bool = Fal
 def _fused_args(x, x_shape, x_strides, weights, out2, blocks, saved=()) -> tuple:
     """The kernel's tensor arguments: x (read as x_shape, x_strides), weights, h and where gate
     and up are saved (`saved`; none: h stands in, unused), or their tensor descriptors."""
-    saved = saved or (out2,) * len(weights)  # gate and up from two weights, the pairs from one
     if blocks is None:
-        return (x, *weights, out2, *saved)
+        return (x, *weights, out2, *(saved or (out2,) * len(weights)))
     x_block, w_block, out_block, saved_block = blocks
+    out = TensorDescriptor(out2, list(out2.shape), list(out2.stride()), out_block)
+    # Not saving: h's own descriptor stands in for the unused slots (gate and up from two weights,
+    # the pairs from one), so an inference call builds no descriptor it does not use.
+    kept = (tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), saved_block) for t in saved) if saved
+            else (out,) * len(weights))
     return (TensorDescriptor(x, x_shape, x_strides, x_block),
-            *(TensorDescriptor(w, list(w.shape), list(w.stride()), w_block) for w in weights),
-            TensorDescriptor(out2, list(out2.shape), list(out2.stride()), out_block),
-            *(TensorDescriptor(t, list(t.shape), list(t.stride()), saved_block if t is not out2 else out_block)
-              for t in saved))
+            *(TensorDescriptor(w, list(w.shape), list(w.stride()), w_block) for w in weights), out, *kept)
 
 
 def _on_device(device):
@@ -1071,6 +1075,7 @@ class _Train(torch.autograd.Function):
         return h
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # the gradient kernel has no derivative: say so, not a wrong one
     def backward(ctx, grad_h):
         x, *rest = ctx.saved_tensors
         weights, saved = rest[:ctx.weights], rest[ctx.weights:]
@@ -1096,7 +1101,7 @@ def _train_op(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, activat
 def _fake_train_op(x, w_gate, w_up, activation, fused):
     _check_inputs(x, w_gate, w_up, activation)
     n = w_gate.shape[0]
-    return (x.new_empty((*x.shape[:-1], n)), *_saved_like(x, x.numel() // x.shape[-1], n, False))
+    return (x.new_empty((*x.shape[:-1], n)), *_saved_like(x, x.numel() // x.shape[-1] if x.shape[-1] else 0, n, False))
 
 
 def _interleaved_train_op(x: torch.Tensor, w_gate_up: torch.Tensor, activation: str,
@@ -1108,7 +1113,7 @@ def _interleaved_train_op(x: torch.Tensor, w_gate_up: torch.Tensor, activation: 
 def _fake_interleaved_train_op(x, w_gate_up, activation, fused):
     _check_interleaved(x, w_gate_up, activation)
     n = w_gate_up.shape[0] // 2
-    return x.new_empty((*x.shape[:-1], n)), *_saved_like(x, x.numel() // x.shape[-1], n, True)
+    return x.new_empty((*x.shape[:-1], n)), *_saved_like(x, x.numel() // x.shape[-1] if x.shape[-1] else 0, n, True)
 
 
 def _grad_op(grad_h: torch.Tensor, saved: list[torch.Tensor], act: int) -> list[torch.Tensor]:

@@ -11,8 +11,12 @@ an inference copy and a gradient is wanted for the Linear weights; then the two-
 For training on interleaved weights, interleave_gate_up(model, trainable=True) makes
 `gate_up_interleaved` the parameter: the optimizer steps it, its gradient is interleave(d gate,
 d up), and `gate_proj.weight` and `up_proj.weight` become views of its rows (read-only to
-autograd), so they always hold the weights being trained. deinterleave_gate_up gives the Linears
-their own parameters back, for saving a checkpoint or training without the kernel.
+autograd), which see the optimizer's in-place steps. Only this layer's forward trains it: a plain
+`gate_proj(x)` reads the views and gives no gradient. The views are tied to the parameter's storage
+as it was: after moving the model (`.to()`), copying it (`deepcopy`) or loading a state dict with
+`assign=True`, call deinterleave_gate_up and interleave_gate_up again. The state dict holds
+`gate_up_interleaved`, not the two Linear weights: deinterleave_gate_up gives the Linears their own
+parameters back, to save or load a checkpoint of the original layout.
 """
 
 import torch
@@ -40,10 +44,12 @@ def interleave_gate_up(model: nn.Module, trainable: bool = False) -> int:
         if isinstance(gate, nn.Linear) and isinstance(up, nn.Linear):
             with torch.no_grad():
                 w = interleave(gate.weight, up.weight)
-            if hasattr(module, INTERLEAVED):
+            if isinstance(getattr(module, INTERLEAVED, None), nn.Parameter):
+                _deinterleave(module)  # the Linears get their parameters back before anything else
+            elif hasattr(module, INTERLEAVED):
                 delattr(module, INTERLEAVED)
             if trainable:
-                w = nn.Parameter(w, requires_grad=gate.weight.requires_grad)
+                w = nn.Parameter(w, requires_grad=gate.weight.requires_grad or up.weight.requires_grad)
                 module.register_parameter(INTERLEAVED, w)
                 for linear, rows in ((gate, w.detach()[0::2]), (up, w.detach()[1::2])):
                     if "weight" in linear._parameters:
@@ -61,17 +67,19 @@ def deinterleave_gate_up(model: nn.Module) -> int:
     Returns how many modules had one."""
     done = 0
     for module in model.modules():
-        w = getattr(module, INTERLEAVED, None)
-        if w is None:
-            continue
-        trains = isinstance(w, nn.Parameter) and w.requires_grad
-        delattr(module, INTERLEAVED)
-        if isinstance(w, nn.Parameter):
-            for linear, rows in ((module.gate_proj, w[0::2]), (module.up_proj, w[1::2])):
-                del linear.weight
-                linear.weight = nn.Parameter(rows.detach().contiguous(), requires_grad=trains)
-        done += 1
+        if getattr(module, INTERLEAVED, None) is not None:
+            _deinterleave(module)
+            done += 1
     return done
+
+
+def _deinterleave(module: nn.Module) -> None:
+    w = getattr(module, INTERLEAVED)
+    delattr(module, INTERLEAVED)
+    if isinstance(w, nn.Parameter):
+        for linear, rows in ((module.gate_proj, w[0::2]), (module.up_proj, w[1::2])):
+            del linear.weight
+            linear.weight = nn.Parameter(rows.detach().contiguous(), requires_grad=w.requires_grad)
 
 
 def _gate_up(module: nn.Module, x: torch.Tensor, activation: str) -> torch.Tensor:
