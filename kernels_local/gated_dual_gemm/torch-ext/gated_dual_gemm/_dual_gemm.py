@@ -807,8 +807,8 @@ def _wants_grad(*tensors) -> bool:
     return False
 
 
-def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
-    """What _planned does for this key, after the checks the op makes; False for the general path."""
+def _plan_sizes(x, weights, activation: str, interleaved: bool):
+    """The checks the op makes, then (m, n, k) of a call a plan can take; None where it cannot."""
     if interleaved:
         _check_interleaved(x, weights[0], activation)
     else:
@@ -818,7 +818,16 @@ def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
     k = x.shape[-1]
     m = x.numel() // k if k else 0
     if m == 0 or n == 0 or not all(w.is_contiguous() for w in weights):
+        return None
+    return m, n, k
+
+
+def _make_plan(x, weights, activation: str, fused: int, interleaved: bool):
+    """What _planned does for this key, after the checks the op makes; False for the general path."""
+    sizes = _plan_sizes(x, weights, activation, interleaved)
+    if sizes is None:
         return False
+    m, n, k = sizes
     act = ACTIVATIONS[activation]
     out_shape = (*x.shape[:-1], n)
     if not (fused_pays(m, x.dtype) if fused < 0 else bool(fused)):
@@ -1020,16 +1029,10 @@ _GRAD_PLANS = {}
 def _make_train_plan(x, weights, activation: str, fused: int):
     """What _train_planned does for this key, after the checks; False where _train_forward must run."""
     interleaved = len(weights) == 1
-    if interleaved:
-        _check_interleaved(x, weights[0], activation)
-    else:
-        _check_inputs(x, *weights, activation)
-    _check_runnable(x.device)
-    n = weights[0].shape[0] // 2 if interleaved else weights[0].shape[0]
-    k = x.shape[-1]
-    m = x.numel() // k if k else 0
-    if m == 0 or n == 0 or not all(w.is_contiguous() for w in weights):
+    sizes = _plan_sizes(x, weights, activation, interleaved)
+    if sizes is None:
         return False
+    m, n, k = sizes
     if not (fused_pays(m, x.dtype) if fused < 0 else bool(fused)):
         return False  # the unfused path: cuBLAS's GEMMs, whose calls a plan would not shorten
     x2 = _rows(x)
