@@ -169,6 +169,7 @@ TRAIN_CANDIDATES = (
     (128, 64, 64, 8, 8, 4, 1),
     (128, 128, 64, 8, 8, 3, 2),  # three stages: with the saved tile, past an H200's shared memory
     (128, 128, 64, 8, 8, 3, 1),  # INTERLEAVED_CONFIGS' entry, likewise
+    (128, 128, 64, 8, 8, 4, 1),
 )
 TRAIN_SHAPES = ((8192, 768, 3072), (8192, 4096, 14336), (333, 768, 3000))
 
@@ -183,19 +184,34 @@ def _train(dg, names, dtypes, gen, record) -> None:
             wu = torch.randn(n, k, device="cuda", dtype=dtype, generator=gen) / k**0.5
             w = impl.interleave(wg, wu)
             base = dict(dtype=name, tokens=m, dim=k, hidden=n, why="train")
-            for cfg in TRAIN_CANDIDATES:
-                def fn(cfg=cfg):
+            # The saved tile through a tensor descriptor (staged in shared memory) or stored from
+            # registers; and the unfused path (one cuBLAS GEMM, then the pairs kernel) for scale.
+            runs = [(f"interleaved_saving{'' if save_tma else '_from_registers'}", cfg, save_tma)
+                    for cfg in TRAIN_CANDIDATES for save_tma in (True, False)]
+            for impl_name, cfg, save_tma in [*runs, ("unfused_saving", None, None)]:
+                saved = []
+
+                def fn(cfg=cfg, save_tma=save_tma):
+                    if cfg is None:
+                        h, pre = impl._train_forward(x, (w,), "gelu_tanh", 0)
+                        saved[:] = pre
+                        return h
                     h = torch.empty(m, n, device="cuda", dtype=dtype)
-                    pre = torch.empty(m, 2 * n, device="cuda", dtype=dtype)
-                    impl._run(impl._gate_up_interleaved_kernel, x, (w,), h, 0, cfg, None, n, (pre,))
+                    saved[:] = [torch.empty(m, 2 * n, device="cuda", dtype=dtype)]
+                    impl._run(impl._gate_up_interleaved_kernel, x, (w,), h, 0, cfg, None, n, saved, save_tma)
                     return h
+                config = None if cfg is None else list(cfg)
                 try:
                     err = _check(fn, x, wg, wu, dtype)
+                    ref = (x.double() @ w.double().T)
+                    pre_err = ((saved[0].double() - ref).abs().max() / ref.abs().max()).item()
+                    if not pre_err <= TOLERANCE[dtype]:
+                        raise AssertionError(f"saved gate|up: max error {pre_err:.2e} exceeds {TOLERANCE[dtype]:.0e}")
                     t = _time(fn)
                 except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a finding
-                    record(**base, impl="interleaved_saving", config=list(cfg), error=f"{type(exc).__name__}: {str(exc)[:300]}")
+                    record(**base, impl=impl_name, config=config, error=f"{type(exc).__name__}: {str(exc)[:300]}")
                     continue
-                record(**base, impl="interleaved_saving", config=list(cfg), max_rel_err=err,
+                record(**base, impl=impl_name, config=config, max_rel_err=err,
                        tflops=2 * 2 * m * k * n / (t["median_us"] * 1e-6) / 1e12, **t)
             xg, wgr, wgg, wug = (t.detach().requires_grad_() for t in (x, w, wg, wu))
             dh = torch.randn(m, n, device="cuda", dtype=dtype, generator=gen)

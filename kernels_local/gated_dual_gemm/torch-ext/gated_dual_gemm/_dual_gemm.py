@@ -235,6 +235,7 @@ def _gate_up_interleaved_kernel(
     IEEE: tl.constexpr,
     UPCAST: tl.constexpr,
     SAVE: tl.constexpr = False,
+    SAVE_TMA: tl.constexpr = True,  # with TMA: the saved tile through a descriptor, else stored from registers
 ):
     """The same product from interleaved weights: one GEMM of x against 2·BLOCK_N weight rows per
     tile, so each K step is a single BLOCK_M × 2·BLOCK_N × BLOCK_K dot (on Hopper one wgmma of
@@ -270,7 +271,7 @@ def _gate_up_interleaved_kernel(
             else:
                 acc = tl.dot(a, b.T, acc)
         if SAVE:  # before the split: one store of the tile's 2·BLOCK_N columns, in the weights' order
-            if TMA:
+            if TMA and SAVE_TMA:
                 pre.store([off_m, 2 * off_n], acc.to(pre.dtype))
             else:
                 tl.store(pre + rm[:, None] * stride_pm + rw[None, :], acc.to(pre.dtype.element_ty),
@@ -371,7 +372,7 @@ def _can_use_tma(tensors) -> bool:
     return torch.cuda.get_device_capability(t.device)[0] >= 9 and all(_aligned(v) for v in tensors)
 
 
-def _fused_plan(x2, weights, n: int, act: int, config, use_tma, save: bool = False):
+def _fused_plan(x2, weights, n: int, act: int, config, use_tma, save: bool = False, save_tma: bool = True):
     """(grid, the kernel's scalar arguments, its constexprs, launch options, descriptor blocks or
     None for pointer loads) of either gate|up kernel for h [m, n] (contiguous) from x2 [m, k] and
     `weights` (wg and wu, or the interleaved w, whose descriptor blocks are 2·BLOCK_N rows):
@@ -398,7 +399,10 @@ def _fused_plan(x2, weights, n: int, act: int, config, use_tma, save: bool = Fal
     constexprs = dict(ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
                       FLATTEN=persistent == 1, TMA=tma, IEEE=x2.dtype == torch.float32,
                       UPCAST=_INTERPRETED and x2.dtype == torch.bfloat16, SAVE=save)
-    blocks = ([bm, bk], [w_rows, bk], [bm, bn], [bm, 2 * bn if interleaved else bn]) if tma else None
+    if interleaved:
+        constexprs["SAVE_TMA"] = save_tma
+    saved_block = [bm, 2 * bn if interleaved else bn] if save_tma or not interleaved else None
+    blocks = ([bm, bk], [w_rows, bk], [bm, bn], saved_block) if tma else None
     return (programs,), scalars, constexprs, {"num_warps": warps, "num_stages": stages}, blocks
 
 
@@ -411,8 +415,12 @@ def _fused_args(x, x_shape, x_strides, weights, out2, blocks, saved=()) -> tuple
     out = TensorDescriptor(out2, list(out2.shape), list(out2.stride()), out_block)
     # Not saving: h's own descriptor stands in for the unused slots (gate and up from two weights,
     # the pairs from one), so an inference call builds no descriptor it does not use.
-    kept = (tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), saved_block) for t in saved) if saved
-            else (out,) * len(weights))
+    if not saved:
+        kept = (out,) * len(weights)
+    elif saved_block is None:  # the interleaved kernel storing its saved tile from registers
+        kept = saved
+    else:
+        kept = tuple(TensorDescriptor(t, list(t.shape), list(t.stride()), saved_block) for t in saved)
     return (TensorDescriptor(x, x_shape, x_strides, x_block),
             *(TensorDescriptor(w, list(w.shape), list(w.stride()), w_block) for w in weights), out, *kept)
 
@@ -424,10 +432,11 @@ def _on_device(device):
     return torch.cuda.device(device) if switch else contextlib.nullcontext()
 
 
-def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int, saved=()) -> None:
+def _run(kernel, x2, weights, out2, act: int, config, use_tma, n: int, saved=(), save_tma: bool = True) -> None:
     """Launch `kernel` (either gate|up kernel) for h = out2 [m, n], storing gate and up into
     `saved` when given (see _fused_plan)."""
-    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, config, use_tma, bool(saved))
+    grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, act, config, use_tma, bool(saved),
+                                                             save_tma)
     args = _fused_args(x2, list(x2.shape), list(x2.stride()), weights, out2, blocks, saved)
     with _on_device(x2.device):
         launcher(kernel)(grid, (*args, *scalars), constexprs, **options)
