@@ -99,17 +99,18 @@ INTERLEAVED_CONFIGS = {
     torch.float16: (128, 128, 64, 8, 8, 3, 1),
     torch.float32: (64, 64, 32, 8, 4, 3, 1),
 }
-# The interleaved kernel when it also saves its accumulator (training): the epilogue then stages a
-# 2·BLOCK_N-wide tile besides h's in shared memory, on top of the K loop's stages, so three stages of
-# 128 × 64 and 256 × 64 tiles no longer fit an H200's 227 KiB, flattened or not. Half as wide a tile
-# (BLOCK_N 64: one 128-wide MMA per K step) fits four stages, and was the fastest candidate of
-# `scripts/dual_gemm_sweep.py --train` at the 8192-token shapes, close at 333 tokens (bf16; fp16
-# takes the same tiles, unswept).
+# The interleaved kernel when it also saves its accumulator (training). Staged in shared memory for
+# a descriptor store, the 2·BLOCK_N-wide saved tile no longer lets three stages of 128 × 128 tiles
+# fit an H200's 227 KiB; stored straight from registers (TRAIN_SAVE_TMA False) it takes no shared
+# memory, so training keeps the inference tile and its three stages. That was the fastest candidate
+# of `scripts/dual_gemm_sweep.py --train` at the 8192-token shapes (bf16; fp16 takes the same tiles,
+# unswept), and close to the best at 333 tokens.
 TRAIN_INTERLEAVED_CONFIGS = {
-    torch.bfloat16: (128, 64, 64, 8, 8, 4, 1),
-    torch.float16: (128, 64, 64, 8, 8, 4, 1),
+    torch.bfloat16: (128, 128, 64, 8, 8, 3, 1),
+    torch.float16: (128, 128, 64, 8, 8, 3, 1),
     torch.float32: (64, 64, 32, 8, 4, 3, 1),
 }
+TRAIN_SAVE_TMA = False
 
 
 def _check_config(config) -> tuple:
@@ -977,7 +978,7 @@ def _train_forward(x, weights, activation: str, fused: int):
         saved = _saved_like(x, m, n, interleaved)
         kernel, configs = ((_gate_up_interleaved_kernel, TRAIN_INTERLEAVED_CONFIGS) if interleaved
                            else (_gate_up_kernel, CONFIGS))
-        _run(kernel, x2, weights, h, act, configs[x.dtype], None, n, saved)
+        _run(kernel, x2, weights, h, act, configs[x.dtype], None, n, saved, TRAIN_SAVE_TMA)
         return h.view(out_shape), saved
     grid, constexprs = _act_mul_plan(m * n, act, x.element_size())
     with _on_device(x.device):
@@ -1049,7 +1050,8 @@ def _make_train_plan(x, weights, activation: str, fused: int):
         return False
     configs = TRAIN_INTERLEAVED_CONFIGS if interleaved else CONFIGS
     grid, scalars, constexprs, options, blocks = _fused_plan(x2, weights, n, ACTIVATIONS[activation],
-                                                             configs[x.dtype], None, True)
+                                                             configs[x.dtype], None, True,
+                                                             TRAIN_SAVE_TMA)
     return token(), (*x.shape[:-1], n), m, n, [m, k], [x2.stride(0), 1], grid, scalars, constexprs, options, blocks
 
 
