@@ -7,14 +7,21 @@ for compiled, Liger and ours).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 import sys
+from typing import Callable
 
 from . import registry, runner
 from .asv_classes import VERSION, own_cache_key
 from .asv_measure import each, entry
-from .asv_tiers import CPU_TIER, cases, reason_not_here
+from .asv_tiers import CPU_TIER, GROUPED_ENV, cases, reason_not_here
 from .compile_probe import probe, started
+
+# The compile-tax classes, and the name of the setup_cache they share when grouped (compile_classes).
+CLASSES = ("CompileTime", "CompileTimeDynamic", "ChangingShapes")
+TAX = "CompileTax"
 
 
 def probe_cases(tier: str) -> list[registry.Case]:
@@ -64,12 +71,6 @@ def _probe_here(case: registry.Case | str) -> None:
         raise NotImplementedError(reason)
 
 
-def _skip_in_setup(self, cache, param):
-    # ASV skips a case only when setup raises NotImplementedError; raised from a benchmark's body it
-    # counts as a failure.
-    entry(cache, param)
-
-
 def _dry_probe(precheck, param) -> dict:
     try:
         precheck(param)
@@ -78,19 +79,54 @@ def _dry_probe(precheck, param) -> dict:
     return {}
 
 
-def _probe_class(name: str, tier: str, ids: list[str], measure, tracks: dict[str, str], doc: str,
-                 param_name: str = "case", precheck=None, spec=None) -> type:
-    """An ASV class whose one setup_cache runs `measure` per id (each probe in a fresh process of its
-    own) and whose `track_*` benchmarks read `tracks[benchmark]` (seconds) from the result. `spec(id)`:
-    the id's probe arguments (case id, dynamic, sequence), for its process to be started ahead."""
+@dataclasses.dataclass(frozen=True)
+class _Probes:
+    """One compile-tax class: its probes' ids, what measures one (`measure(id)`, in a fresh process of
+    its own), why one cannot run here (`precheck(id)` raises NotImplementedError), and each id's probe
+    arguments (`spec(id)`: case id, dynamic, sequence), for its process to be started ahead."""
+    name: str
+    ids: list
+    measure: Callable
+    precheck: Callable = None
+    spec: Callable = None
+
+    def check(self, i) -> None:
+        (self.precheck or _probe_here)(i)
+
+    def args(self, i) -> tuple:
+        return self.spec(i) if self.spec else (i, False, False)
+
+
+def _key(name: str, i: str) -> str:
+    # a setup_cache may measure the probes of several classes, whose ids repeat (a case's static and
+    # dynamic compiles): each entry is filed under its class too
+    return f"{name}:{i}"
+
+
+def _tax_setup_cache(tier: str, members: list[_Probes], owner: str):
+    """The setup_cache measuring the probes of `members`: one function for any grouping, so that its
+    ASV key differs only in `owner` (own_cache_key), which asv_run.plain_setup_cache_keys puts back."""
     def setup_cache(self):
-        return measure_probes(ids, f"{tier}.{name}", measure, precheck or _probe_here, spec)
+        return measure_probes(tier, members)
 
     setup_cache.timeout = 3600
+    return own_cache_key(setup_cache, f"{tier}.{owner}")
+
+
+def _probe_class(tier: str, probes: _Probes, tracks: dict[str, str], doc: str, setup_cache, members,
+                 param_name: str = "case") -> type:
+    """An ASV class reading the figures of `probes` from `setup_cache` (which measures those of
+    `members`): each `track_*` benchmark reads `tracks[benchmark]` (seconds) from its probe's result."""
+    name = probes.name
+
+    def setup(self, cache, param):
+        # ASV skips a case only when setup raises NotImplementedError; raised from a benchmark's body it
+        # counts as a failure.
+        entry(cache, _key(name, param))
 
     def reader(key):
         def track(self, cache, param):
-            return entry(cache, param)[key]
+            return entry(cache, _key(name, param))[key]
 
         track.unit = "seconds"
         return track
@@ -100,29 +136,35 @@ def _probe_class(name: str, tier: str, ids: list[str], measure, tracks: dict[str
         body[bench] = reader(key)
         body[bench].__name__ = body[bench].__qualname__ = bench
     return type(name, (), {
-        "params": [ids], "param_names": [param_name], "version": VERSION, "timeout": 3600,
-        "setup_cache": own_cache_key(setup_cache, f"{tier}.{name}"), "setup": _skip_in_setup, **body,
-        "dry_cache": staticmethod(lambda: {i: _dry_probe(precheck or _probe_here, i) for i in ids}), "__doc__": doc,
+        "params": [probes.ids], "param_names": [param_name], "version": VERSION, "timeout": 3600,
+        "setup_cache": setup_cache, "setup": setup, **body, "__doc__": doc,
+        "dry_cache": staticmethod(lambda: {_key(m.name, i): _dry_probe(m.check, i) for m in members for i in m.ids}),
     })
 
 
-def measure_probes(ids: list[str], label: str, measure, precheck, spec) -> dict:
-    """`each(ids, label, measure)`, the processes of the probes that can run here started ahead, all at
-    once (compile_probe.started): each imports torch and the suite and warms the device beside the
-    others, and only then is the first probe timed, one at a time, every other process idle."""
+def measure_probes(tier: str, members: list[_Probes]) -> dict:
+    """Every probe of `members`, by class, as `each` files them, under _key. The processes of the probes
+    that can run here are started ahead, all at once (compile_probe.started): each imports torch and the
+    suite, builds its case and warms the device beside the others, and only then is the first probe
+    timed, one at a time, every other process idle."""
     from .precompile import wait_for_ahead
 
+    label = f"{tier}.{'+'.join(m.name for m in members)}"
     # first calls made ahead of this run hold the CPU: no probe starts before they are done
     wait_for_ahead(say=lambda m: print(f"[{label}] {m}", file=sys.stderr, flush=True))
     specs = []
-    for i in ids:
-        try:
-            precheck(i)
-        except NotImplementedError:
-            continue  # `measure` raises it again, and `each` files it as a skip
-        specs.append(spec(i) if spec else (i, False, False))
+    for m in members:
+        for i in m.ids:
+            try:
+                m.check(i)
+            except NotImplementedError:
+                continue  # `measure` raises it again, and `each` files it as a skip
+            specs.append(m.args(i))
+    out = {}
     with started(specs):
-        return each(ids, label, measure)
+        for m in members:
+            out |= {_key(m.name, i): v for i, v in each(m.ids, f"{tier}.{m.name}", m.measure).items()}
+    return out
 
 
 def _probe(case_id: str, **kw) -> dict:
@@ -144,19 +186,34 @@ def compile_classes(tier: str) -> dict[str, type]:
         _probe_here(case)
         return probe(case.id, dynamic=dynamic, sequence=True)
 
+    members = [
+        _Probes("CompileTime", [c.id for c in probes], _probe),
+        _Probes("CompileTimeDynamic", [c.id for c in dynamic_probes], functools.partial(_probe, dynamic=True),
+                spec=lambda i: (i, True, False)),
+        _Probes("ChangingShapes", list(runs), sequence, precheck=lambda seq_id: _probe_here(runs[seq_id][0]),
+                spec=lambda seq_id: (runs[seq_id][0].id, runs[seq_id][1], True)),
+    ]
+    # Grouped (`mlpbench asv`, the nightly): one setup_cache for the three classes, so their probes all
+    # start at once and wait for their go together; a plain `asv run` may select one class, and keeps one
+    # setup_cache per class.
+    grouped = os.environ.get(GROUPED_ENV) == "1"
+    shared = _tax_setup_cache(tier, members, TAX) if grouped else None
+    by_name = {m.name: m for m in members}
+
+    def cls(name, tracks, doc, **kw):
+        mine = by_name[name]
+        own = [mine] if not grouped else members
+        return _probe_class(tier, mine, tracks, doc, shared or _tax_setup_cache(tier, own, name), own, **kw)
+
     return {
-        "CompileTime": _probe_class(
-            "CompileTime", tier, [c.id for c in probes], _probe,
-            {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
+        "CompileTime": cls(
+            "CompileTime", {"track_cold_compile": "cold_compile_s", "track_recompile_new_shape": "recompile_s"},
             "torch.compile's cold compile (empty caches, fresh process) and recompile for a new token count."),
-        "CompileTimeDynamic": _probe_class(
-            "CompileTimeDynamic", tier, [c.id for c in dynamic_probes], functools.partial(_probe, dynamic=True),
-            {"track_recompile_new_shape_dynamic": "recompile_s"},
-            "torch.compile(dynamic=True): recompile for a new token count (the MLP only).",
-            spec=lambda i: (i, True, False)),
-        "ChangingShapes": _probe_class(
-            "ChangingShapes", tier, list(runs), sequence, {"track_total": "total_s"},
+        "CompileTimeDynamic": cls(
+            "CompileTimeDynamic", {"track_recompile_new_shape_dynamic": "recompile_s"},
+            "torch.compile(dynamic=True): recompile for a new token count (the MLP only)."),
+        "ChangingShapes": cls(
+            "ChangingShapes", {"track_total": "total_s"},
             "The MLP over ten token counts in a row, compilation included (compile_probe.TOKEN_SEQUENCE).",
-            param_name="sequence", precheck=lambda seq_id: _probe_here(runs[seq_id][0]),
-            spec=lambda seq_id: (runs[seq_id][0].id, runs[seq_id][1], True)),
+            param_name="sequence"),
     }

@@ -130,9 +130,10 @@ def family(args, bench: str) -> str:
 
 def plain_setup_cache_keys(path: Path) -> bool:
     """Rewrite ASV's benchmarks.json at `path` (written by a run with $MLPBENCH_ASV_GROUPED) as a plain
-    `asv run` writes it: each op class's setup_cache key its own op's, not its group's. The key is the only
-    field grouping changes (the function is the same); the file is committed and compared between
-    machines (results_store), so one family has one file however it was run. Whether it changed."""
+    `asv run` writes it: each op class's setup_cache key its own op's, not its group's, and each
+    compile-tax class's its own. The key is the only field grouping changes (the function is the same);
+    the file is committed and compared between machines (results_store), so one family has one file
+    however it was run. Whether it changed."""
     import json
 
     from asv import util
@@ -141,8 +142,10 @@ def plain_setup_cache_keys(path: Path) -> bool:
         return False
     doc = json.loads(path.read_text())
     version = doc.pop("version", None)
+    from .asv_compile import CLASSES
+
     own = {f"{registry.class_name(op)}{kind}": registry.class_name(op) for op in registry.OPS
-           for kind in ("Device", "Host", "Codegen")}
+           for kind in ("Device", "Host", "Codegen")} | {name: name for name in CLASSES}
     changed = False
     for name, bench in doc.items():
         parts = name.split(".")

@@ -23,19 +23,19 @@ def results_beside(benchmark_module: str) -> Path:
     return Path(benchmark_module).resolve().parent.parent / "results"
 
 
-def preload(ops=None) -> None:
-    """runner.preload of `ops` (None: every op), then what exists frozen.
+def preload(ops) -> None:
+    """In a setup_cache process, before its first case: runner.preload of `ops`, then what exists frozen.
 
-    ASV (launch_method forkserver, asv.conf.json) forks each benchmark's process from one server
-    that imported the benchmark modules, so modules imported here are already there in every child:
-    torch.compile's Dynamo and Inductor alone take seconds to import, and ASV starts a process per
-    parameter combination. CUDA is initialised in the children only, which keeps the fork safe.
+    Only a setup_cache measures; the processes ASV forks for each benchmark (launch_method forkserver,
+    asv.conf.json) read their figures from its cache. So neither ASV's discovery nor its fork server
+    imports Dynamo, Inductor or the variants' packages: each fork copies the page tables of the process
+    it comes from, and ASV forks one per parameter combination of every benchmark.
     """
     import gc
 
     runner.preload(ops)
-    # Objects that exist now are never collected in the forked children: freezing them keeps the
-    # collector from touching (and so copying) their pages in every child.
+    # Objects that exist now are never collected later: freezing them keeps the collector from walking
+    # them after every case.
     gc.freeze()
 
 
@@ -78,7 +78,7 @@ def classes(tier: str, results: Path | None = None) -> dict[str, type]:
     asv_machine.check_environment_name(os.environ.get("ASV_ENV_NAME"), torch.__version__)
     if runner.default_device() == "cuda":
         own = setup_cache_ops(tier)
-        if own != []:
+        if own:
             preload(own)
     out = {}
     for ops in setup_groups(tier):

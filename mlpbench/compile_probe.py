@@ -67,39 +67,49 @@ def _warm_device(case, device: str) -> None:
     eager.fn(*eager.make_inputs(0))  # CUDA context, cuBLAS handles: not compile time
 
 
-def _cold_and_recompile(case, device: str, dynamic: bool) -> dict:
+def _cold_and_recompile(case, device: str, dynamic: bool):
+    """The cold-compile probe: its workload and inputs built, then a function timing it."""
     from . import workloads
 
     wl = workloads.build(case, device, dynamic=dynamic)
     inputs = wl.make_inputs(0)
-    first = _timed(wl.fn, inputs)
-    steady = statistics.median(_timed(wl.fn, inputs) for _ in range(5))
     tokens = case.shape.as_dict()["t"] + 17  # a token count the compiled graph has not seen
     new_inputs = _inputs_for(case, tokens, device, 1)
-    first_new = _timed(wl.fn, new_inputs)
-    steady_new = statistics.median(_timed(wl.fn, new_inputs) for _ in range(5))
-    return {
-        "cold_compile_s": first - steady,
-        "recompile_s": first_new - steady_new,
-        "steady_call_s": steady,
-        "recompile_tokens": tokens,
-    }
+
+    def run() -> dict:
+        first = _timed(wl.fn, inputs)
+        steady = statistics.median(_timed(wl.fn, inputs) for _ in range(5))
+        first_new = _timed(wl.fn, new_inputs)
+        steady_new = statistics.median(_timed(wl.fn, new_inputs) for _ in range(5))
+        return {
+            "cold_compile_s": first - steady,
+            "recompile_s": first_new - steady_new,
+            "steady_call_s": steady,
+            "recompile_tokens": tokens,
+        }
+
+    return run
 
 
-def _sequence(case, device: str, dynamic: bool, tokens_seq=TOKEN_SEQUENCE) -> dict:
+def _sequence(case, device: str, dynamic: bool, tokens_seq=TOKEN_SEQUENCE):
+    """The changing-shapes probe: its workload and every step's inputs built, then a function timing it."""
     from . import workloads
 
     wl = workloads.build(_with_tokens(case, tokens_seq[0]), device, dynamic=dynamic)
-    steps = []
-    for k, tokens in enumerate(tokens_seq):
-        inputs = _inputs_for(case, tokens, device, k)
-        steps.append(_timed(wl.fn, inputs))
-    return {"tokens": list(tokens_seq), "step_s": steps, "total_s": sum(steps)}
+    inputs = [_inputs_for(case, tokens, device, k) for k, tokens in enumerate(tokens_seq)]
+
+    def run() -> dict:
+        steps = [_timed(wl.fn, step) for step in inputs]
+        return {"tokens": list(tokens_seq), "step_s": steps, "total_s": sum(steps)}
+
+    return run
 
 
 def measure(case_id: str, dynamic: bool = False, sequence: bool = False, wait=None) -> dict:
-    """The probe's figures for `case_id`. `wait`: called once the device is warm, before anything is
-    timed (a probe started ahead waits there for its go)."""
+    """The probe's figures for `case_id`. `wait`: called once the device is warm and the case built,
+    before anything is timed (a probe started ahead waits there for its go). Building imports
+    Dynamo and Inductor (torch.compile), which no figure holds: it happens before the go, so that a
+    probe's turn lasts only as long as what it times."""
     from . import registry
     from .runner import default_device
 
@@ -108,13 +118,13 @@ def measure(case_id: str, dynamic: bool = False, sequence: bool = False, wait=No
         raise SystemExit(f"compile_probe: {case_id!r} is not a compiled case")
     device = default_device()
     _warm_device(case, device)
+    run = (_sequence if sequence else _cold_and_recompile)(case, device, dynamic)
     if wait is not None:
         wait()
-    result = _sequence(case, device, dynamic) if sequence else _cold_and_recompile(case, device, dynamic)
     return {
         "case": case_id,
         "dynamic": dynamic,
-        **result,
+        **run(),
         "method": "fresh process, empty TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR; synchronised wall time"
                   + ("" if sequence else "; first call minus steady call"),
     }

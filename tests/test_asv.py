@@ -160,9 +160,9 @@ def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkey
     assert static().track_recompile_new_shape(static().setup_cache(), mlp) == 0.5
     # ASV counts NotImplementedError raised in a benchmark's body as a failure: skips happen in setup
     # (results/logs/h200-20261130-mlp/compile-dynamic-fix.log).
-    for cls in classes.values():
+    for name, cls in classes.items():
         with pytest.raises(NotImplementedError, match="needs a GPU"):
-            cls.setup(cls(), {"x": {"skip": "needs a GPU"}}, "x")
+            cls.setup(cls(), {f"{name}:x": {"skip": "needs a GPU"}}, "x")
     # full is standard plus the largest shapes: its probes are standard's and max-autotune's; quick's run on a
     # CPU, in fp32
     assert asv_compile.probe_cases("full")[:4] == asv_compile.probe_cases("standard")
@@ -422,7 +422,8 @@ def test_grouped_classes_share_a_setup_cache_per_process_group_of_mlpbench_run(m
         own = {grouped[f"{registry.class_name(op)}Device"] for op in ops}
         assert len(own) == 1  # one setup_cache for the group
         assert len({plain[f"{registry.class_name(op)}Device"] for op in ops}) == len(ops)  # one per op, plain
-    assert len(set(grouped.values())) == len(groups) + 3  # and the compile tax's three classes
+    assert len(set(grouped.values())) == len(groups) + 1  # and the compile tax's, one for its three classes
+    assert len({plain[name] for name in asv_compile.CLASSES}) == 3  # one per class, plain
     # what a group's setup_cache would hand each of its classes, without measuring, as a GPU sees it
     from mlpbench import runner
 
