@@ -140,6 +140,10 @@ def test_a_setup_cache_records_skips_and_failures_per_case_and_goes_on():
 
 
 def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkeypatch):
+    import contextlib
+
+    # no probe process is started ahead: `probe` stands in for them all
+    monkeypatch.setattr(asv_compile, "started", lambda specs: contextlib.nullcontext())
     monkeypatch.setattr(asv_compile, "probe", lambda case_id, dynamic=False, sequence=False: {
         "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "total_s": 3.0})
     monkeypatch.setattr(asv_compile, "_probe_here", lambda case: None)
@@ -163,6 +167,32 @@ def test_compile_classes_probe_one_compiled_case_per_op_and_skip_in_setup(monkey
     for name, cls in classes.items():
         with pytest.raises(NotImplementedError, match="needs a GPU"):
             cls.setup(cls(), {f"{name}:x": {"skip": "needs a GPU"}}, "x")
+
+
+def test_grouped_compile_tax_measures_every_class_in_one_setup_cache_each_reading_its_own(monkeypatch):
+    """The nightly's grouping: one setup_cache starts the probes of all three classes at once; the static
+    and dynamic compiles of one case id are two probes, and each class reads its own."""
+    import contextlib
+
+    from mlpbench.asv_tiers import GROUPED_ENV
+
+    started = []
+    monkeypatch.setattr(asv_compile, "started", lambda specs: started.append(list(specs)) or contextlib.nullcontext())
+    monkeypatch.setattr(asv_compile, "probe", lambda case_id, dynamic=False, sequence=False: {
+        "cold_compile_s": 2.0, "recompile_s": 0.01 if dynamic else 0.5, "total_s": 7.0 if dynamic else 3.0})
+    monkeypatch.setattr(asv_compile, "_probe_here", lambda case: None)
+    monkeypatch.setenv(GROUPED_ENV, "1")
+    classes = asv_compile.compile_classes("standard")
+    static, dynamic, shapes = (classes[n] for n in asv_compile.CLASSES)
+    assert static.setup_cache is dynamic.setup_cache is shapes.setup_cache
+    cache = static().setup_cache()
+    # every probe of the three classes was started ahead, together, once
+    assert len(started) == 1 and len(started[0]) == sum(len(c.params[0]) for c in (static, dynamic, shapes))
+    (mlp,) = dynamic.params[0]
+    assert static().track_recompile_new_shape(cache, mlp) == 0.5
+    assert dynamic().track_recompile_new_shape_dynamic(cache, mlp) == 0.01
+    assert shapes().track_total(cache, "mlp/compiled-dynamic/bf16/d768-h3072") == 7.0
+    assert shapes().track_total(cache, "mlp/compiled/bf16/d768-h3072") == 3.0
     # full is standard plus the largest shapes: its probes are standard's and max-autotune's; quick's run on a
     # CPU, in fp32
     assert asv_compile.probe_cases("full")[:4] == asv_compile.probe_cases("standard")
