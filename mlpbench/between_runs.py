@@ -3,28 +3,37 @@ gate's threshold that the samples of one process cannot show.
 
 Within one process a case's device-time samples are tight, so the gate's within-run rule (three
 robust coefficients of variation of them, at least the floor) is sharp. Between fresh processes,
-the same generated code with the same launch configurations moves further (a GEMM's clocks under
-its power cap, which box and which process it ran in; studies/compiled-aa/ has the study). A gate
-that flags those moves blames a commit for the process it ran in.
+the same code moves further: a GEMM's clocks under its power cap, which box and which process it
+ran in, and for compiled cases the autotuner's picks (studies/between-boxes/ and
+studies/compiled-aa/ have the studies). A gate that flags those moves blames a commit for the
+process it ran in.
 
-So each case's between-run noise is measured, not guessed: the standard deviation of the log of
-its median device time over A/A runs (fresh processes, fresh compiler caches) in which its
-generated code was the same (one codegen fingerprint: same kernels, sources, picks and settings),
-at least MIN_RUNS of them. The gate's threshold for the case is then at least MULTIPLE of those
-(the same three noise units as the within-run rule). The measurement lives in
-results/between-runs/<machine>.json, written by `scripts/compiled_aa.py --between` from the runs
-it names; a machine or case without one keeps the within-run rule alone.
+So each case's between-run noise is measured, not guessed, from A/A runs: one commit measured in
+fresh processes with fresh compiler caches, on several boxes of the machine. For device time it is
+the standard deviation of the log of the case's median over the runs in which its generated code
+was the same (one codegen fingerprint: same kernels, sources, picks and settings), at least
+MIN_RUNS of them, whichever box ran them: the gate compares device time across the boxes of one
+machine name, so their differences are part of its noise. The gate's threshold for the case is then
+at least MULTIPLE of those (the same three noise units as the within-run rule).
 
-Host time queued back to back (`host_time_back_to_back_s`, what an eager loop pays per call) gets
-the same measurement from the same runs, under the case's `host_time_back_to_back` entry, for the
-gate's host-time threshold. Host time depends on the box as well as on the code, so only runs of
-one box count (its `box_id`: the runs of the most common box among those that recorded one). Runs
-that recorded no box are used together, with `box_id` null: they may span boxes, and their spread
-then holds the boxes' differences too, so the allowance errs wide.
+Host time queued back to back (`host_time_back_to_back_s`, what an eager loop pays per call) is
+compared only between runs of one box (gate.py), so its noise is the spread within a box: the
+pooled standard deviation of the log medians about each box's own mean (each run's `box_id`; runs
+that recorded none count as one box), from at least MIN_RUNS - 1 degrees of freedom.
+
+A case that the A/A runs did not measure inherits the figures of a measured one (`inherits`): of
+its op, variant and dtype if one was measured, else of its op and variant, else of its variant and
+dtype, else of its variant; among those, the one nearest in device time in a reference run of the
+whole tier (log distance). A case that no reference run measured keeps the within-run rule alone.
+
+The measurement lives in results/between-runs/<machine>.json, written by `scripts/aa.py
+--between` from the runs it names; a machine without one keeps the within-run rule alone.
 
 File format (`version`): 1 holds device time only; 2 adds `host_method` and, per case,
-`host_time_back_to_back` = {runs, box_id, medians_s, log_sd, allowance} (log_sd and allowance only
-from at least MIN_RUNS runs).
+`host_time_back_to_back` = {runs, box_id, medians_s, log_sd, allowance}, from the runs of one box;
+3 measures host time within boxes ({runs, box_ids, medians_s, dof, log_sd, allowance}), adds
+`boxes` (distinct boxes among a case's device runs), the `reference` run and inherited entries
+({inherits, allowance, host_time_back_to_back: {inherits, allowance}}). `load` reads all three.
 
 Importing this module imports no torch.
 """
@@ -34,21 +43,30 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 FOLDER = "between-runs"  # under the results root, beside asv/ and codegen/
 MULTIPLE = 3.0
 MIN_RUNS = 3  # fewer same-code runs give no allowance: a standard deviation of two points is not one
-VERSION = 2
-VERSIONS = (1, 2)  # the formats load() reads
+VERSION = 3
+VERSIONS = (1, 2, 3)  # the formats load() reads
 DEVICE = "device_time_s"  # the figures measured, by record field
 HOST = "host_time_back_to_back_s"
 HOST_ENTRY = "host_time_back_to_back"  # a case's entry for HOST
+INHERITS = "inherits"  # an entry copied from the measured case it names
 
 
 def path_for(results_root: Path, machine: str) -> Path:
     return Path(results_root) / FOLDER / f"{machine}.json"
+
+
+def records(path: Path) -> dict[str, dict]:
+    """{case id: record extra_info} of one run file (a pytest-benchmark document the suite wrote),
+    for the cases with device-time samples."""
+    doc = json.loads(Path(path).read_text())
+    return {b["extra_info"]["case"]: b["extra_info"] for b in doc["benchmarks"]
+            if "device_time_samples_s" in b.get("extra_info", {})}
 
 
 def _spread(medians: list[float]) -> dict:
@@ -58,57 +76,96 @@ def _spread(medians: list[float]) -> dict:
     return {"log_sd": sd, "allowance": MULTIPLE * sd}
 
 
-def _one_box(infos: list[dict]) -> tuple[int | None, list[dict]]:
-    """(box, its runs): the most common box among the runs that recorded one (box_id 0 is
-    envinfo.BOX_UNKNOWN), else (None, every run)."""
-    known = Counter(i["box_id"] for i in infos if i.get("box_id"))
-    if not known:
-        return None, infos
-    box, _ = known.most_common(1)[0]
-    return box, [i for i in infos if i.get("box_id") == box]
+def within_boxes(medians: list[float], boxes: list) -> dict:
+    """The spread of `medians` within boxes (`boxes[k]` measured `medians[k]`; None or 0: unknown,
+    one group): pooled standard deviation of the logs about each box's mean, with its degrees of
+    freedom; no log_sd or allowance below MIN_RUNS - 1 of them."""
+    groups = defaultdict(list)
+    for m, box in zip(medians, boxes):
+        groups[box or None].append(math.log(m))
+    dof = sum(len(g) - 1 for g in groups.values())
+    out = {"dof": dof}
+    if dof >= MIN_RUNS - 1:
+        ss = sum(sum((v - statistics.fmean(g)) ** 2 for v in g) for g in groups.values())
+        sd = math.sqrt(ss / dof)
+        out |= {"log_sd": sd, "allowance": MULTIPLE * sd}
+    return out
 
 
 def measure(runs: list[dict[str, dict]]) -> dict[str, dict]:
-    """Per case measured in every run: the spread of its median over the runs that share its most
-    common codegen fingerprint (cases without one, not compiled, use every run), for device time and,
-    from those of them with one box (_one_box), for back-to-back host time. `runs`: one
-    {case id: record extra_info} per fresh process."""
-    common = set.intersection(*(set(r) for r in runs)) if runs else set()
+    """Per case measured in at least two of `runs`: the spread of its median device time over the
+    runs that share its most common codegen fingerprint (cases without one, not compiled, use every
+    run), and of back-to-back host time over those of them with one, within boxes. `runs`: one
+    {case id: record extra_info} per fresh process (records())."""
+    counts = Counter(case for r in runs for case in r)
     out = {}
-    for case in sorted(common):
-        infos = [r[case] for r in runs]
+    for case in sorted(c for c, n in counts.items() if n >= 2):
+        infos = [r[case] for r in runs if case in r]
         fingerprint, _ = Counter(i.get("codegen_fingerprint") for i in infos).most_common(1)[0]
         same = [i for i in infos if i.get("codegen_fingerprint") == fingerprint]
-        entry = {"same_code_runs": len(same), "runs": len(infos),
+        entry = {"same_code_runs": len(same), "runs": len(infos), "boxes": len({i.get("box_id") for i in same}),
                  "medians_s": [i[DEVICE] for i in same]}
         entry |= _spread(entry["medians_s"])
         hosted = [i for i in same if i.get(HOST)]
         if hosted:
-            box, used = _one_box(hosted)
-            host = {"runs": len(used), "box_id": box, "medians_s": [i[HOST] for i in used]}
-            entry[HOST_ENTRY] = host | _spread(host["medians_s"])
+            host = {"runs": len(hosted), "box_ids": [i.get("box_id") for i in hosted],
+                    "medians_s": [i[HOST] for i in hosted]}
+            entry[HOST_ENTRY] = host | within_boxes(host["medians_s"], host["box_ids"])
         out[case] = entry
     return out
 
 
-def write(path: Path, machine: str, sources: list[str], cases: dict[str, dict]) -> None:
+def _kin(case: str) -> tuple[str, ...]:
+    op, variant, dtype, _ = case.split("/", 3)
+    return op, variant, dtype
+
+
+def inherit(measured: dict[str, dict], reference: dict[str, float]) -> dict[str, dict]:
+    """Entries for the cases of `reference` ({case id: device time}, a run of the whole tier) that
+    `measured` lacks, each copied from a measured case with an allowance: the nearest in reference
+    device time among those of its op, variant and dtype, else its op and variant, else its variant
+    and dtype, else its variant."""
+    donors = {c: reference[c] for c, e in measured.items() if "allowance" in e and reference.get(c)}
+    keys = (lambda k: k, lambda k: k[:2], lambda k: (k[1], k[2]), lambda k: (k[1],))
+    out = {}
+    for case, time in sorted(reference.items()):
+        if case in measured or not time:
+            continue
+        kin = _kin(case)
+        for key in keys:
+            near = [d for d in donors if key(_kin(d)) == key(kin)]
+            if near:
+                src = min(near, key=lambda d: (abs(math.log(donors[d] / time)), d))
+                entry = {INHERITS: src, "allowance": measured[src]["allowance"]}
+                host = measured[src].get(HOST_ENTRY) or {}
+                if "allowance" in host:
+                    entry[HOST_ENTRY] = {INHERITS: src, "allowance": host["allowance"]}
+                out[case] = entry
+                break
+    return out
+
+
+def write(path: Path, machine: str, sources: list[str], cases: dict[str, dict], reference: str | None = None) -> None:
     from .atomic import write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {
         "version": VERSION, "machine": machine, "multiple": MULTIPLE, "min_runs": MIN_RUNS,
         "method": ("per case: standard deviation of log(median device time) over the A/A runs with its most "
-                   "common codegen fingerprint; allowance = multiple × that"),
-        "host_method": (f"per case, under {HOST_ENTRY!r}: the same for the median back-to-back host time "
-                        f"({HOST}) over those of the runs that one box measured (box_id; null: the runs "
-                        "recorded no box and may span boxes)"),
-        "runs": sources, "cases": cases})
+                   "common codegen fingerprint, on every box; allowance = multiple × that"),
+        "host_method": (f"per case, under {HOST_ENTRY!r}: pooled standard deviation of log(median {HOST}) "
+                        "about each box's mean over the same runs (box_id; null: unknown, one group), "
+                        f"from at least {MIN_RUNS - 1} degrees of freedom; allowance = multiple × that"),
+        "inherit_method": (f"a case the runs did not measure copies the allowances of the case named by "
+                           f"{INHERITS!r}: of its op, variant and dtype, else op and variant, else variant and "
+                           "dtype, else variant; the nearest in device time in the reference run"),
+        "runs": sources, "reference": reference, "cases": cases})
 
 
 def load(results_root: Path | None, machine: str, figure: str = DEVICE) -> dict[str, float]:
     """{case id: allowance} of `figure` (DEVICE or HOST) for `machine` ({} when nothing was measured
-    there). A file that cannot be read is an error naming it: a gate that silently fell back to
-    tighter thresholds would flag the noise this file exists to explain."""
+    there), inherited entries included. A file that cannot be read is an error naming it: a gate that
+    silently fell back to tighter thresholds would flag the noise this file exists to explain."""
     if figure not in (DEVICE, HOST):
         raise ValueError(f"between-run noise of {figure!r}: only {DEVICE} and {HOST} are measured")
     if results_root is None:

@@ -1,7 +1,7 @@
 """A/A of compiled cases across fresh processes: spread per case, the autotuner's picks, and what the gate flags.
 
     .venv/bin/python scripts/compiled_aa.py results/pytest/h200/A.json results/pytest/h200/B.json ... \
-        [--calibration K] [--between results/between-runs/h200.json] [--output studies/compiled-aa/answer.md]
+        [--calibration K] [--between FILE] [--output studies/compiled-aa/answer.md]
 
 Each file is one `mlpbench run` (a fresh process, every compiled case compiled hermetically). For
 every compiled case measured in all of them: device time per run, the spread (slowest / fastest
@@ -19,17 +19,10 @@ measure it, so their flags are counted apart: the out-of-sample check of that th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from mlpbench import between_runs, codegen, codegen_record, gate, registry
-
-
-def _records(path: Path) -> dict[str, dict]:
-    doc = json.loads(path.read_text())
-    return {b["extra_info"]["case"]: b["extra_info"] for b in doc["benchmarks"] if "extra_info" in b
-            and "device_time_samples_s" in b["extra_info"]}
 
 
 def _picks(info: dict) -> str:
@@ -46,7 +39,7 @@ def _point(path: Path, info: dict) -> gate.Point:
 
 def table(paths: list[Path], allowances: dict[str, float] | None = None, calibration: int | None = None
           ) -> tuple[str, dict]:
-    runs = [(p, _records(p)) for p in paths]
+    runs = [(p, between_runs.records(p)) for p in paths]
     calibration = len(runs) if calibration is None else calibration
     order = {c.id: k for k, c in enumerate(registry.all_cases())}
     common = sorted((c for c in set.intersection(*(set(r) for _, r in runs)) if c in order), key=order.get)
@@ -91,11 +84,11 @@ def table(paths: list[Path], allowances: dict[str, float] | None = None, calibra
 def alone_table(alone: list[Path], runs: list[Path]) -> str:
     """The hermetic check: each case measured in a process of its own (`alone`) against the same case
     measured after every other compiled case in one process (the A/A `runs`, the MLP's cases first)."""
-    after = [_records(p) for p in runs]
+    after = [between_runs.records(p) for p in runs]
     head = ["case", "alone µs", "after the others µs per run", "alone / median after", "same picks"]
     md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for path in alone:
-        for case, info in _records(path).items():
+        for case, info in between_runs.records(path).items():
             others = [r[case] for r in after if case in r]
             if not others:
                 continue
@@ -114,12 +107,12 @@ def pinned_table(pinned: Path) -> str:
     head = ["case", "pinned µs", "pinned-from run µs", "pinned / pinned-from", "same picks", "pick read from cache"]
     md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     sources: dict[str, dict] = {}
-    for case, info in _records(pinned).items():
+    for case, info in between_runs.records(pinned).items():
         source = (info.get("codegen") or {}).get("pinned_from")
         if not source:
             continue
         path = next((p for p in (Path(source), pinned.parent / Path(source).name) if p.exists()), None)
-        base = (sources.setdefault(source, _records(path)) if path else {}).get(case)
+        base = (sources.setdefault(source, between_runs.records(path)) if path else {}).get(case)
         states = ", ".join(sorted({str(k.get("autotune_cache_state")) for k in info["codegen"]["kernels"]}))
         md.append(f"| {case} | {info['device_time_s'] * 1e6:,.2f} | "
                   + (f"{base['device_time_s'] * 1e6:,.2f} | {info['device_time_s'] / base['device_time_s']:.3f} | "
@@ -138,7 +131,8 @@ def main(argv=None) -> int:
     ap.add_argument("--calibration", type=int, metavar="K",
                     help="the first K runs measure the between-run noise (default: all of them)")
     ap.add_argument("--between", type=Path, metavar="FILE",
-                    help="write that measurement here (results/between-runs/<machine>.json, what the gate reads)")
+                    help="write that measurement here (the format of results/between-runs/<machine>.json, which scripts/aa.py "
+                         "writes from every variant)")
     a = ap.parse_args(argv)
     if len(a.files) < 2:
         print("compiled_aa: need at least two result files", file=sys.stderr)
@@ -147,7 +141,7 @@ def main(argv=None) -> int:
     if not 2 <= k <= len(a.files):
         print(f"compiled_aa: --calibration {k}: must be between 2 and the {len(a.files)} runs given", file=sys.stderr)
         return 2
-    measured = between_runs.measure([_records(p) for p in a.files[:k]])
+    measured = between_runs.measure([between_runs.records(p) for p in a.files[:k]])
     if a.between:
         between_runs.write(a.between, a.between.stem, [str(p) for p in a.files[:k]], measured)
     allowances = {case: e["allowance"] for case, e in measured.items() if "allowance" in e}

@@ -96,3 +96,67 @@ def test_history_judges_each_step_as_compare_does(asv):
     _between(asv, 0.06)
     proc = _check("--results", str(asv / "asv"), "--last", "2")
     assert proc.returncode == 0 and "no regression over the last 2 commits" in proc.stdout, proc.stdout + proc.stderr
+
+
+# --- every variant: cases measured in some runs only, and cases inheriting a measured neighbour's figure
+
+def test_a_case_measured_in_some_runs_only_is_measured_from_those():
+    runs = _runs([100e-6, 104e-6, 98e-6])
+    runs[1] = {}  # the second run did not measure it
+    (entry,) = between_runs.measure(runs).values()
+    assert entry["runs"] == 2 and "allowance" not in entry  # two runs: no spread
+    runs = _runs([100e-6, 104e-6, 98e-6, 101e-6])
+    runs[1] = {}
+    (entry,) = between_runs.measure(runs).values()
+    assert entry["runs"] == 3 and entry["medians_s"] == [100e-6, 98e-6, 101e-6] and "allowance" in entry
+
+
+def _measured(allowances: dict[str, float]) -> dict:
+    return {c: {"allowance": a, between_runs.HOST_ENTRY: {"allowance": 10 * a}} for c, a in allowances.items()}
+
+
+def test_an_unmeasured_case_inherits_the_nearest_measured_case_of_its_kind():
+    measured = _measured({"gelu_mul/ours/bf16/t1-h16384": 0.01, "gelu_mul/ours/bf16/t8192-h14336": 0.02,
+                          "gelu_mul/ours/fp16/t4096-h16384": 0.05, "gelu_mul/eager/bf16/t4096-h16384": 0.07})
+    reference = {"gelu_mul/ours/bf16/t1-h16384": 1.3e-6, "gelu_mul/ours/bf16/t8192-h14336": 161e-6,
+                 "gelu_mul/ours/fp16/t4096-h16384": 93e-6, "gelu_mul/eager/bf16/t4096-h16384": 168e-6,
+                 "gelu_mul/ours/bf16/t4096-h16384": 93e-6, "gelu_mul/ours/bf16/t333-h3000": 3.1e-6}
+    got = between_runs.inherit(measured, reference)
+    assert set(got) == {"gelu_mul/ours/bf16/t4096-h16384", "gelu_mul/ours/bf16/t333-h3000"}
+    # same op, variant and dtype first (not fp16's case of the same shape, nor eager's), nearest in time
+    big, small = got["gelu_mul/ours/bf16/t4096-h16384"], got["gelu_mul/ours/bf16/t333-h3000"]
+    assert big == {"inherits": "gelu_mul/ours/bf16/t8192-h14336", "allowance": 0.02,
+                   between_runs.HOST_ENTRY: {"inherits": "gelu_mul/ours/bf16/t8192-h14336", "allowance": 0.2}}
+    assert small["inherits"] == "gelu_mul/ours/bf16/t1-h16384"
+
+
+def test_without_its_dtype_measured_a_case_inherits_its_op_and_variant_then_its_variant():
+    measured = _measured({"mlp/ours/bf16/t1-d768-h3072": 0.03, "swiglu_mlp/liger/fp32/t333-d768-h3000": 0.04})
+    reference = {"mlp/ours/bf16/t1-d768-h3072": 15e-6, "swiglu_mlp/liger/fp32/t333-d768-h3000": 160e-6,
+                 "mlp/ours/fp32/t8192-d768-h3072": 2.5e-3, "mlp/liger/fp32/t8192-d768-h3072": 2.5e-3,
+                 "mlp/maxautotune/bf16/t1-d768-h3072": 15e-6}
+    got = between_runs.inherit(measured, reference)
+    assert got["mlp/ours/fp32/t8192-d768-h3072"]["inherits"] == "mlp/ours/bf16/t1-d768-h3072"
+    assert got["mlp/liger/fp32/t8192-d768-h3072"]["inherits"] == "swiglu_mlp/liger/fp32/t333-d768-h3000"
+    assert "mlp/maxautotune/bf16/t1-d768-h3072" not in got  # no measured case of that variant: nothing to inherit
+
+
+def test_inherited_entries_are_what_the_gate_loads(tmp_path):
+    measured = _measured({"gelu_mul/ours/bf16/t1-h16384": 0.01})
+    reference = {"gelu_mul/ours/bf16/t1-h16384": 1.3e-6, "gelu_mul/ours/bf16/t333-h3000": 3.1e-6}
+    cases = measured | between_runs.inherit(measured, reference)
+    path = between_runs.path_for(tmp_path, "h200")
+    between_runs.write(path, "h200", ["aa-1.json"], cases, reference="ref.json")
+    assert between_runs.load(tmp_path, "h200") == {"gelu_mul/ours/bf16/t1-h16384": 0.01,
+                                                   "gelu_mul/ours/bf16/t333-h3000": 0.01}
+    assert between_runs.load(tmp_path, "h200", between_runs.HOST)["gelu_mul/ours/bf16/t333-h3000"] == pytest.approx(0.1)
+    assert json.loads(path.read_text())["reference"] == "ref.json"
+
+
+def test_a_format_2_file_still_loads(tmp_path):
+    path = between_runs.path_for(tmp_path, "h200")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 2, "cases": {CASE: {
+        "allowance": 0.02, between_runs.HOST_ENTRY: {"runs": 4, "box_id": None, "allowance": 0.4}}}}))
+    assert between_runs.load(tmp_path, "h200") == {CASE: 0.02}
+    assert between_runs.load(tmp_path, "h200", between_runs.HOST) == {CASE: 0.4}
