@@ -61,6 +61,12 @@ def test_case(benchmark, case, request):
             record.set(**runner.device_metrics(prepared))
         with phases("host"):
             record.set(**runner.back_to_back_metrics(prepared))
+        if request.config.getoption("--paired"):
+            with phases("check"):  # the eager reference is built and checked like a case
+                reference = runner.paired_reference(case, device, len(prepared.input_sets))
+            with phases("host"):
+                record.set(**runner.paired_metrics(prepared, reference))
+            del reference
         with phases("profile"):
             record.set(**runner.structure(prepared, request.config.getoption("--trace-dir")))
         benchmark.extra_info.update(record.extra_info())

@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="processes, one per GPU, each running every N-th case; 'auto' = the GPUs visible (1 on a CPU)")
     run.add_argument("--trace", type=Path, metavar="DIR",
                      help="also write one Chrome/Perfetto profiler trace per case into DIR (GPU only)")
+    run.add_argument("--paired", action="store_true",
+                     help="also time each case's back-to-back host rounds interleaved with its op's eager case of the "
+                          "same dtype and shape (GPU only): a ratio free of the host's drift, at about twice the host "
+                          "timing's cost")
     run.add_argument("--precompile", default="auto", metavar="WORKERS",
                      help="worker processes that make the cases' first calls (compiles, Triton kernels) before "
                           "timing starts; 0 = none; 'auto' = one per two cores, at most 8, on a GPU (none on a CPU)")

@@ -27,6 +27,9 @@ def pytest_addoption(parser):
     group.addoption("--shape", action="append", default=None, help="only this shape id (repeatable), e.g. t8192-d768-h3072")
     group.addoption("--trace-dir", type=Path, default=None,
                     help="write one Chrome/Perfetto trace per case (GPU), named by case id")
+    group.addoption("--paired", action="store_true", default=False,
+                    help="also time each case's back-to-back host rounds interleaved with its op's eager case of "
+                         "the same dtype and shape (GPU): the ratio host_time_back_to_back_vs_eager")
     group.addoption("--shard", default=None, metavar="K/N",
                     help="only every N-th selected case, starting at K (one process per GPU; see mlpbench.shards)")
     group.addoption("--outcomes", type=Path, default=None,

@@ -57,6 +57,11 @@ class Record:
     host_time_back_to_back_s: float = _f("s", "host time per call with calls queued back to back (GPU)")
     host_time_back_to_back_samples_s: list = _f("s", "one sample per round of queued calls")
     host_time_back_to_back_method: str = _f("", "how back-to-back host time was taken")
+    host_time_back_to_back_vs_eager: float = _f("×", "back-to-back host time over the op's eager case of this "
+                                                     "dtype and shape, rounds of the two interleaved (GPU, "
+                                                     "mlpbench run --paired): median of the pairs' ratios")
+    host_time_back_to_back_vs_eager_samples: list = _f("×", "one ratio per pair of interleaved rounds")
+    host_time_back_to_back_vs_eager_method: str = _f("", "how the paired ratio was taken")
     # --- launch structure (profiler pass after timing, GPU)
     kernels_per_call: float = _f("kernels", "compute kernels one call launches (no memsets or memcpys)")
     kernel_names: list = _f("", "one call's compute kernels, in launch order")

@@ -40,7 +40,7 @@ NOT_RESULTS = ("machine.json", "benchmarks.json")  # ASV's own files beside the 
 PYTEST_FIELDS = ("case", "op", "variant", "dtype", "shape", "shape_id", "tier", "device", "device_time_s", "flops",
                  "bytes", "max_rel_err", "timing_method", "peak_memory_bytes", "source", "kernels_per_call",
                  "memsets_per_call", "kernel_names", "kernel_times_s", "kernel_times_in_order_s",
-                 "structure_problems", "shard")
+                 "structure_problems", "shard", "host_time_back_to_back_vs_eager")
 assert set(PYTEST_FIELDS) <= NAMES, set(PYTEST_FIELDS) - NAMES
 
 

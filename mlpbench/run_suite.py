@@ -74,6 +74,8 @@ def run(args, root: Path) -> int:
         argv += [f"--{flag}={v}" for v in getattr(args, flag) or []]
     if args.trace:
         argv.append(f"--trace-dir={args.trace}")
+    if getattr(args, "paired", False):
+        argv.append("--paired")
     n_shards = _shard_count(args.shards)
     if n_shards is None:
         return 2

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import timing, workloads
+from . import registry, timing, workloads
 from .envinfo import environment
 from .record import Record
 from .registry import Case, variant_of
@@ -251,6 +251,39 @@ def back_to_back_metrics(p: Prepared) -> dict:
                                              "and after each round, / calls per round; one sample per round; "
                                              f"rounds of {timing.BACK_TO_BACK_ROUND_S * 1e3:.0f} ms, "
                                              "at least 10 calls, at most 200"}
+
+
+# The variant a paired host figure is taken against: every op has it, and it is where a user starts.
+PAIRED_REFERENCE = "eager"
+
+
+def paired_reference(case: Case, device: str, input_sets: int) -> Prepared | None:
+    """The op's PAIRED_REFERENCE case of `case`'s dtype and shape, built and checked against float64
+    like any case (prepare), with `input_sets` input sets; None on a CPU (no back-to-back host time
+    there), for that case itself, and where the op has no such case."""
+    if device != "cuda" or case.variant == PAIRED_REFERENCE:
+        return None
+    try:
+        ref = registry.case(case.op, PAIRED_REFERENCE, case.dtype, case.shape.id)
+    except registry.SelectionError:
+        return None
+    return prepare(ref, device, input_sets)
+
+
+def paired_metrics(p: Prepared, ref: Prepared | None) -> dict:
+    """Back-to-back host time of `p` over `ref`'s, their rounds interleaved (timing.paired_back_to_back_
+    host_times): the ratio a loop feels, free of the drift in the host's speed between the stretches of
+    a process in which two cases are timed apart. {} without a reference."""
+    if ref is None:
+        return {}
+    mine, theirs = timing.paired_back_to_back_host_times(p.workload.fn, p.input_sets, ref.workload.fn,
+                                                         ref.input_sets)
+    ratios = [a / b for a, b in zip(mine, theirs)]
+    return {"host_time_back_to_back_vs_eager": statistics.median(ratios),
+            "host_time_back_to_back_vs_eager_samples": ratios,
+            "host_time_back_to_back_vs_eager_method": (
+                f"{len(ratios)} pairs of back-to-back rounds, this case's and {ref.case.id}'s (built and checked "
+                "in this process), the order inside a pair alternating; ratio per pair, median of the pairs")}
 
 
 def trace_name(case: Case) -> str:

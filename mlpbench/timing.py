@@ -200,23 +200,56 @@ def back_to_back_host_times(fn, input_sets: list[tuple], *, rounds: int = 5, rou
     its first kernel and the synchronisation to the device time, figures that scatter too much
     between cases of one size to say where compiling starts to pay.
     """
-    n = len(input_sets)
-    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
+    sync = _sync()
+    calls = _calls_per_round(fn, input_sets, round_s, max_calls, sync)
+    return [_round(fn, input_sets, calls, sync) for _ in range(rounds)]
+
+
+def paired_back_to_back_host_times(fn, input_sets: list[tuple], ref_fn, ref_input_sets: list[tuple], *,
+                                   rounds: int = 5, round_s: float = BACK_TO_BACK_ROUND_S,
+                                   max_calls: int = 200) -> tuple[list[float], list[float]]:
+    """Back-to-back host time of `fn` and of a reference `ref_fn` (seconds per call, one sample per
+    round each), their rounds interleaved in pairs whose order alternates: fn then ref, ref then fn, ...
+
+    A process's host speed drifts over seconds (clocks, other tenants of the box), by more than two
+    implementations of one step differ, while the rounds of one stretch agree. Rounds of the two taken
+    side by side see the same host, so the ratio of a pair is what one costs against the other at that
+    moment; alternating the order inside the pairs keeps a steady drift from favouring either side.
+    """
+    sync = _sync()
+    calls = _calls_per_round(fn, input_sets, round_s, max_calls, sync)
+    ref_calls = _calls_per_round(ref_fn, ref_input_sets, round_s, max_calls, sync)
+    mine, ref = [], []
+    for k in range(rounds):
+        if k % 2:
+            ref.append(_round(ref_fn, ref_input_sets, ref_calls, sync))
+        mine.append(_round(fn, input_sets, calls, sync))
+        if not k % 2:
+            ref.append(_round(ref_fn, ref_input_sets, ref_calls, sync))
+    return mine, ref
+
+
+def _sync():
+    return torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
+
+
+def _calls_per_round(fn, input_sets, round_s, max_calls, sync) -> int:
     sync()
     t0 = time.perf_counter()
     fn(*input_sets[0])
     sync()
     one = time.perf_counter() - t0
-    calls = max(10, min(max_calls, int(round_s / max(one, 1e-7))))
-    samples = []
-    for _ in range(rounds):
-        sync()
-        t0 = time.perf_counter()
-        for k in range(calls):
-            fn(*input_sets[k % n])
-        sync()
-        samples.append((time.perf_counter() - t0) / calls)
-    return samples
+    return max(10, min(max_calls, int(round_s / max(one, 1e-7))))
+
+
+def _round(fn, input_sets, calls: int, sync) -> float:
+    n = len(input_sets)
+    sync()
+    t0 = time.perf_counter()
+    for k in range(calls):
+        fn(*input_sets[k % n])
+    sync()
+    return (time.perf_counter() - t0) / calls
 
 
 def peak_memory_bytes(fn, inputs: tuple) -> int | None:
