@@ -14,17 +14,21 @@ the standard deviation of the log of the case's median over the runs in which it
 was the same (one codegen fingerprint: same kernels, sources, picks and settings), at least
 MIN_RUNS of them, whichever box ran them: the gate compares device time across the boxes of one
 machine name, so their differences are part of its noise. The gate's threshold for the case is then
-at least MULTIPLE of those (the same three noise units as the within-run rule).
+at least MULTIPLE of those (the same three noise units as the within-run rule). The same medians'
+spread within boxes (below) is kept too, under `one_box`: what `mlpbench ab` and the nightly's
+confirmation read, since they measure base and head on one box.
 
 Host time queued back to back (`host_time_back_to_back_s`, what an eager loop pays per call) is
 compared only between runs of one box (gate.py), so its noise is the spread within a box: the
 pooled standard deviation of the log medians about each box's own mean (each run's `box_id`; runs
 that recorded none count as one box), from at least MIN_RUNS - 1 degrees of freedom.
 
-A case that the A/A runs did not measure inherits the figures of a measured one (`inherits`): of
-its op, variant and dtype if one was measured, else of its op and variant, else of its variant and
-dtype, else of its variant; among those, the one nearest in device time in a reference run of the
-whole tier (log distance). A case that no reference run measured keeps the within-run rule alone.
+A case of the reference run (a run of the whole tier) without an allowance of its own, because
+the A/A runs did not measure it or measured it too few times, inherits the figures of a case that
+has one (`inherits`): of its op, variant and dtype if there is one, else of its op and variant, else
+of its variant and dtype, else of its variant; among those, the one nearest in device time in the
+reference run (log distance). Each figure (device, one box, host) is inherited from the nearest
+case that has that figure. A case that no reference run measured keeps the within-run rule alone.
 
 The measurement lives in results/between-runs/<machine>.json, written by `scripts/aa.py
 --between` from the runs it names; a machine without one keeps the within-run rule alone.
@@ -32,8 +36,9 @@ The measurement lives in results/between-runs/<machine>.json, written by `script
 File format (`version`): 1 holds device time only; 2 adds `host_method` and, per case,
 `host_time_back_to_back` = {runs, box_id, medians_s, log_sd, allowance}, from the runs of one box;
 3 measures host time within boxes ({runs, box_ids, medians_s, dof, log_sd, allowance}), adds
-`boxes` (distinct boxes among a case's device runs), the `reference` run and inherited entries
-({inherits, allowance, host_time_back_to_back: {inherits, allowance}}). `load` reads all three.
+`boxes` (distinct known boxes among a case's device runs), `one_box` (device time's spread within
+boxes: {dof, log_sd, allowance}), the `reference` run and inherited figures (`inherits` naming the case
+each was copied from). `load` reads all three.
 
 Importing this module imports no torch.
 """
@@ -54,7 +59,8 @@ VERSIONS = (1, 2, 3)  # the formats load() reads
 DEVICE = "device_time_s"  # the figures measured, by record field
 HOST = "host_time_back_to_back_s"
 HOST_ENTRY = "host_time_back_to_back"  # a case's entry for HOST
-INHERITS = "inherits"  # an entry copied from the measured case it names
+INHERITS = "inherits"  # a figure copied from the measured case it names
+ONE_BOX = "one_box"  # a case's entry for device time's spread within boxes
 
 
 def path_for(results_root: Path, machine: str) -> Path:
@@ -103,9 +109,11 @@ def measure(runs: list[dict[str, dict]]) -> dict[str, dict]:
         infos = [r[case] for r in runs if case in r]
         fingerprint, _ = Counter(i.get("codegen_fingerprint") for i in infos).most_common(1)[0]
         same = [i for i in infos if i.get("codegen_fingerprint") == fingerprint]
-        entry = {"same_code_runs": len(same), "runs": len(infos), "boxes": len({i.get("box_id") for i in same}),
+        entry = {"same_code_runs": len(same), "runs": len(infos),
+                 "boxes": len({i.get("box_id") for i in same if i.get("box_id")}),
                  "medians_s": [i[DEVICE] for i in same]}
         entry |= _spread(entry["medians_s"])
+        entry[ONE_BOX] = within_boxes(entry["medians_s"], [i.get("box_id") for i in same])
         hosted = [i for i in same if i.get(HOST)]
         if hosted:
             host = {"runs": len(hosted), "box_ids": [i.get("box_id") for i in hosted],
@@ -121,27 +129,38 @@ def _kin(case: str) -> tuple[str, ...]:
 
 
 def inherit(measured: dict[str, dict], reference: dict[str, float]) -> dict[str, dict]:
-    """Entries for the cases of `reference` ({case id: device time}, a run of the whole tier) that
-    `measured` lacks, each copied from a measured case with an allowance: the nearest in reference
-    device time among those of its op, variant and dtype, else its op and variant, else its variant
-    and dtype, else its variant."""
-    donors = {c: reference[c] for c, e in measured.items() if "allowance" in e and reference.get(c)}
+    """Entries for the cases of `reference` ({case id: device time}, a run of the whole tier) without
+    a device allowance in `measured` (not measured, or too few runs), each figure copied from the
+    nearest measured case with that figure: among those of its op, variant and dtype, else its op and
+    variant, else its variant and dtype, else its variant, the nearest in reference device time."""
+    figures = {  # figure: how to read its allowance from an entry, and where to put it in the new one
+        "device": (lambda e: e.get("allowance"), ()),
+        ONE_BOX: (lambda e: (e.get(ONE_BOX) or {}).get("allowance"), (ONE_BOX,)),
+        HOST_ENTRY: (lambda e: (e.get(HOST_ENTRY) or {}).get("allowance"), (HOST_ENTRY,)),
+    }
     keys = (lambda k: k, lambda k: k[:2], lambda k: (k[1], k[2]), lambda k: (k[1],))
     out = {}
     for case, time in sorted(reference.items()):
-        if case in measured or not time:
+        own = measured.get(case, {})
+        if not time or "allowance" in own:
             continue
-        kin = _kin(case)
-        for key in keys:
-            near = [d for d in donors if key(_kin(d)) == key(kin)]
-            if near:
-                src = min(near, key=lambda d: (abs(math.log(donors[d] / time)), d))
-                entry = {INHERITS: src, "allowance": measured[src]["allowance"]}
-                host = measured[src].get(HOST_ENTRY) or {}
-                if "allowance" in host:
-                    entry[HOST_ENTRY] = {INHERITS: src, "allowance": host["allowance"]}
-                out[case] = entry
-                break
+        kin, entry = _kin(case), {}
+        for read, where in figures.values():
+            if read(own) is not None:  # a figure the case has of its own stays its own
+                continue
+            donors = {c: reference[c] for c, e in measured.items() if read(e) is not None and reference.get(c)}
+            for key in keys:
+                near = [d for d in donors if key(_kin(d)) == key(kin)]
+                if near:
+                    src = min(near, key=lambda d: (abs(math.log(donors[d] / time)), d))
+                    figure = {INHERITS: src, "allowance": read(measured[src])}
+                    if where:
+                        entry[where[0]] = figure
+                    else:
+                        entry |= figure
+                    break
+        if entry:
+            out[case] = own | entry
     return out
 
 
@@ -156,16 +175,21 @@ def write(path: Path, machine: str, sources: list[str], cases: dict[str, dict], 
         "host_method": (f"per case, under {HOST_ENTRY!r}: pooled standard deviation of log(median {HOST}) "
                         "about each box's mean over the same runs (box_id; null: unknown, one group), "
                         f"from at least {MIN_RUNS - 1} degrees of freedom; allowance = multiple × that"),
-        "inherit_method": (f"a case the runs did not measure copies the allowances of the case named by "
-                           f"{INHERITS!r}: of its op, variant and dtype, else op and variant, else variant and "
-                           "dtype, else variant; the nearest in device time in the reference run"),
+        "one_box_method": (f"per case, under {ONE_BOX!r}: the spread of the same device-time medians within "
+                           "boxes, as host time's; for comparisons made on one box (mlpbench ab)"),
+        "inherit_method": (f"a case of the reference run without a device allowance of its own copies each "
+                           f"figure it lacks from the case named by that figure's {INHERITS!r}: of its op, variant "
+                           "and dtype, else op and variant, else variant and dtype, else variant; the nearest in "
+                           "device time in the reference run among those with that figure"),
         "runs": sources, "reference": reference, "cases": cases})
 
 
-def load(results_root: Path | None, machine: str, figure: str = DEVICE) -> dict[str, float]:
+def load(results_root: Path | None, machine: str, figure: str = DEVICE, one_box: bool = False) -> dict[str, float]:
     """{case id: allowance} of `figure` (DEVICE or HOST) for `machine` ({} when nothing was measured
-    there), inherited entries included. A file that cannot be read is an error naming it: a gate that
-    silently fell back to tighter thresholds would flag the noise this file exists to explain."""
+    there), inherited entries included. `one_box`: device time's spread within boxes, for comparisons
+    of one box (mlpbench ab); formats before 3 hold none, and give their device allowance. A file that
+    cannot be read is an error naming it: a gate that silently fell back to tighter thresholds would
+    flag the noise this file exists to explain."""
     if figure not in (DEVICE, HOST):
         raise ValueError(f"between-run noise of {figure!r}: only {DEVICE} and {HOST} are measured")
     if results_root is None:
@@ -178,7 +202,14 @@ def load(results_root: Path | None, machine: str, figure: str = DEVICE) -> dict[
         version = doc.get("version", 1)
         if version not in VERSIONS:
             raise ValueError(f"format version {version!r}, this reader knows {', '.join(map(str, VERSIONS))}")
-        entries = {case: e if figure == DEVICE else e.get(HOST_ENTRY) or {} for case, e in doc["cases"].items()}
+        def pick(e):
+            if figure == HOST:
+                return e.get(HOST_ENTRY) or {}
+            if one_box and version >= 3:
+                return e.get(ONE_BOX) or {}
+            return e
+
+        entries = {case: pick(e) for case, e in doc["cases"].items()}
         return {case: float(e["allowance"]) for case, e in entries.items() if "allowance" in e}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a readable between-runs file ({type(exc).__name__}: {exc})") from None

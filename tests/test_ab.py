@@ -262,3 +262,15 @@ def test_the_ab_workflow_posts_one_comment_per_pull_request_from_a_gpu_runner():
     # head: the merge commit checked out, so base's newer commits are on both sides
     assert "--head ${{ github.sha }}" in runs and "--markdown ab.md" in runs
     assert ab.MARKER in runs and "-X PATCH" in runs and "-X POST" in runs
+
+
+def test_ab_reads_device_times_spread_within_boxes_not_across_them(tmp_path):
+    # base and head run on one box: a step between boxes in the A/A runs must not hide a 10% slowdown
+    from mlpbench import between_runs
+
+    between_runs.write(between_runs.path_for(tmp_path, "cpu-x"), "cpu-x", [], {
+        CASE: {"allowance": 0.5, between_runs.ONE_BOX: {"allowance": 0.01}}})
+    base = ab.pool([[_record(CASE, 2 * r, 1.0, True)] for r in range(3)], machines=["cpu-x"] * 3)
+    head = ab.pool([[_record(CASE, 2 * r + 1, 1.1, True)] for r in range(3)], machines=["cpu-x"] * 3)
+    device = next(r for r in ab.judge(base, head, results_root=tmp_path) if r["metric"] == "device time")
+    assert device["verdict"] == "regression" and device["threshold"] < 0.5

@@ -160,3 +160,56 @@ def test_a_format_2_file_still_loads(tmp_path):
         "allowance": 0.02, between_runs.HOST_ENTRY: {"runs": 4, "box_id": None, "allowance": 0.4}}}}))
     assert between_runs.load(tmp_path, "h200") == {CASE: 0.02}
     assert between_runs.load(tmp_path, "h200", between_runs.HOST) == {CASE: 0.4}
+
+
+def test_inheriting_prefers_the_op_and_variant_then_the_variant_and_dtype_then_the_variant():
+    measured = _measured({"mlp/ours/fp16/t1-d768-h3072": 0.01, "swiglu_mlp/ours/bf16/t1-d4096-h14336": 0.02})
+    reference = {"mlp/ours/fp16/t1-d768-h3072": 15e-6, "swiglu_mlp/ours/bf16/t1-d4096-h14336": 90e-6,
+                 "mlp/ours/bf16/t1-d2048-h16384": 80e-6, "silu_mul/ours/bf16/t1-h14336": 16e-6,
+                 "silu_mul/ours/fp32/t1-h14336": 80e-6}
+    got = between_runs.inherit(measured, reference)
+    # its op and variant, though the other case has its dtype and is nearer in time
+    assert got["mlp/ours/bf16/t1-d2048-h16384"]["inherits"] == "mlp/ours/fp16/t1-d768-h3072"
+    # no silu_mul/ours measured: its variant and dtype, though the other case is nearer in time
+    assert got["silu_mul/ours/bf16/t1-h14336"]["inherits"] == "swiglu_mlp/ours/bf16/t1-d4096-h14336"
+    # no ours of fp32: its variant alone, the nearest in time
+    assert got["silu_mul/ours/fp32/t1-h14336"]["inherits"] == "swiglu_mlp/ours/bf16/t1-d4096-h14336"
+
+
+def test_a_case_measured_too_few_times_inherits_and_keeps_its_own_figures():
+    measured = {"mlp/ours/bf16/t1-d768-h3072": {"runs": 2, "medians_s": [1e-5, 1.1e-5],
+                                                 between_runs.HOST_ENTRY: {"allowance": 0.4}},
+                "mlp/ours/bf16/t16-d768-h3072": {"allowance": 0.02, between_runs.ONE_BOX: {"allowance": 0.01}}}
+    reference = {"mlp/ours/bf16/t1-d768-h3072": 15e-6, "mlp/ours/bf16/t16-d768-h3072": 16e-6}
+    got = between_runs.inherit(measured, reference)["mlp/ours/bf16/t1-d768-h3072"]
+    assert got["allowance"] == 0.02 and got["inherits"] == "mlp/ours/bf16/t16-d768-h3072"
+    assert got[between_runs.ONE_BOX] == {"inherits": "mlp/ours/bf16/t16-d768-h3072", "allowance": 0.01}
+    assert got[between_runs.HOST_ENTRY] == {"allowance": 0.4}  # its own, not inherited
+    assert got["runs"] == 2  # what was measured of it stays
+
+
+def test_the_host_figure_comes_from_the_nearest_case_that_has_one():
+    measured = {"gelu_mul/ours/bf16/t8192-h14336": {"allowance": 0.02},  # nearest, but no host figure
+                "gelu_mul/ours/bf16/t1-h16384": {"allowance": 0.01, between_runs.HOST_ENTRY: {"allowance": 0.7}}}
+    reference = {"gelu_mul/ours/bf16/t8192-h14336": 161e-6, "gelu_mul/ours/bf16/t1-h16384": 1.3e-6,
+                 "gelu_mul/ours/bf16/t4096-h16384": 93e-6}
+    got = between_runs.inherit(measured, reference)["gelu_mul/ours/bf16/t4096-h16384"]
+    assert got["inherits"] == "gelu_mul/ours/bf16/t8192-h14336"
+    assert got[between_runs.HOST_ENTRY]["inherits"] == "gelu_mul/ours/bf16/t1-h16384"
+
+
+def test_device_time_within_boxes_is_kept_for_one_box_comparisons(tmp_path):
+    runs = [{CASE: {"device_time_s": m, "box_id": b}} for m, b in
+            zip([100e-6, 101e-6, 110e-6, 111e-6], [1, 1, 2, 2])]
+    (entry,) = between_runs.measure(runs).values()
+    assert entry["boxes"] == 2 and entry[between_runs.ONE_BOX]["dof"] == 2
+    assert entry[between_runs.ONE_BOX]["allowance"] < entry["allowance"] / 3  # the step between boxes is left out
+    between_runs.write(between_runs.path_for(tmp_path, "h200"), "h200", [], {CASE: entry})
+    assert between_runs.load(tmp_path, "h200", one_box=True)[CASE] == pytest.approx(entry[between_runs.ONE_BOX]["allowance"])
+    assert between_runs.load(tmp_path, "h200")[CASE] == pytest.approx(entry["allowance"])
+
+
+def test_unknown_boxes_are_not_counted_as_boxes():
+    runs = [{CASE: {"device_time_s": 1e-4, **({"box_id": b} if b is not None else {})}} for b in (None, 0, 5)]
+    (entry,) = between_runs.measure(runs).values()
+    assert entry["boxes"] == 1
