@@ -92,3 +92,36 @@ def test_cases_of_the_reference_run_inherit_and_are_listed(runs, tmp_path):
 
 def test_too_few_calibration_runs_is_bad_input(runs):
     assert aa.main([*map(str, runs), "--calibration", "2"]) == 2
+
+
+def test_host_pairs_take_calibration_runs_of_the_same_box_and_skip_records_without_host_time(tmp_path):
+    cal = [_run(tmp_path / f"{k}.json", box, k) for k, box in ((1, BOX_A), (2, BOX_A), (3, BOX_B), (4, BOX_B))]
+    later = _run(tmp_path / "5.json", BOX_A, 5)
+    doc = json.loads(later.read_text())
+    for key in ("host_time_back_to_back_s", "host_time_back_to_back_samples_s"):
+        del doc["benchmarks"][1]["extra_info"][key]  # our kernel's record in run 5 has no host time
+    later.write_text(json.dumps(doc))
+    out = tmp_path / "answer.md"
+    assert aa.main([*map(str, cal + [later]), "--calibration", "4", "--output", str(out)]) == 0
+    host = next(line for line in out.read_text().splitlines() if line.startswith("| back-to-back host time"))
+    assert [c.strip() for c in host.strip("|").split("|")][1] == "2"  # the eager MLP's run 5 against runs 1 and 2
+
+
+def test_without_the_noise_at_least_as_many_pairs_are_flagged(runs, tmp_path):
+    out = tmp_path / "answer.md"
+    aa.main([*map(str, runs), "--calibration", "4", "--output", str(out)])
+    device = next(line for line in out.read_text().splitlines() if line.startswith("| device time"))
+    without, with_ = (int(c.strip().split()[0]) for c in device.strip("|").split("|")[2:4])
+    assert without >= with_ >= 4
+
+
+def _codegen(block, sha="s"):
+    return {"kernels": [{"name": "triton_poi_fused_gelu_mul_0", "source_sha256": sha, "config": {"XBLOCK": block}}],
+            "settings": {}}
+
+
+def test_only_other_picks_count_as_the_autotuners_move():
+    a = {"codegen_fingerprint": 1, "codegen": _codegen(1024)}
+    assert aa.picks_only(a, {"codegen_fingerprint": 2, "codegen": _codegen(512)})
+    assert not aa.picks_only(a, {"codegen_fingerprint": 2, "codegen": _codegen(512, sha="t")})  # the source changed
+    assert not aa.picks_only(a, dict(a))  # the same code: nothing to excuse
