@@ -76,6 +76,8 @@ def run(args, root: Path) -> int:
         argv.append(f"--trace-dir={args.trace}")
     if getattr(args, "paired", False):
         argv.append("--paired")
+        if default_device() != "cuda":
+            print("mlpbench: --paired: back-to-back host time is taken on a GPU only; nothing is paired here")
     n_shards = _shard_count(args.shards)
     if n_shards is None:
         return 2
