@@ -253,18 +253,16 @@ def back_to_back_metrics(p: Prepared) -> dict:
                                              "at least 10 calls, at most 200"}
 
 
-# The variant a paired host figure is taken against: every op has it, and it is where a user starts.
-PAIRED_REFERENCE = "eager"
-
-
 def paired_reference(case: Case, device: str, input_sets: int) -> Prepared | None:
-    """The op's PAIRED_REFERENCE case of `case`'s dtype and shape, built and checked against float64
-    like any case (prepare), with `input_sets` input sets; None on a CPU (no back-to-back host time
-    there), for that case itself, and where the op has no such case."""
-    if device != "cuda" or case.variant == PAIRED_REFERENCE:
+    """The case of `case`'s op, dtype and shape in the op's baseline variant (eager, what speedups are
+    taken against and where a user starts), built and checked against float64 like any case
+    (prepare), with `input_sets` input sets; None on a CPU (no back-to-back host time there), for the
+    baseline's case itself, and where the op has no such case."""
+    baseline = registry.OPS[case.op].baseline
+    if device != "cuda" or case.variant == baseline:
         return None
     try:
-        ref = registry.case(case.op, PAIRED_REFERENCE, case.dtype, case.shape.id)
+        ref = registry.case(case.op, baseline, case.dtype, case.shape.id)
     except registry.SelectionError:
         return None
     return prepare(ref, device, input_sets)
