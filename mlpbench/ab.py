@@ -10,7 +10,10 @@ kernels_local are the ones imported (kernel builds are cached by a digest of the
 Each side's samples are pooled over its rounds and judged by the gate's own rule (gate.judge):
 device time on a GPU, and back-to-back host time beside it (both sides ran on this box); where no
 device time exists (a CPU), host time. The threshold also covers the spread of the rounds' medians:
-pooled samples alone would not show how far a fresh process moves a case. Exit 1 on a regression or
+pooled samples alone would not show how far a fresh process moves a case. That spread (the
+machine's A/A figure or this run's own, the larger) is for one process against one; with k rounds a
+side it is divided by √k (`pooled`), so more rounds find smaller slowdowns at the same false-alarm
+rate. A run's own noise is read from each round's samples, not from the rounds pooled. Exit 1 on a regression or
 a case that fails at head (or that base reported and head did not), 0 otherwise, 2 on bad input (an
 unknown revision, a selection a revision rejects, a used --results folder) or a round that crashed.
 """
@@ -72,6 +75,7 @@ class Side:
 
     samples: dict[str, list[float]] = field(default_factory=dict)  # by ASV method
     medians: dict[str, list[float]] = field(default_factory=dict)  # each round's median, by ASV method
+    noise: dict[str, list[float]] = field(default_factory=dict)  # each round's robust CV, by ASV method
     rounds: int = 0
     machine: str = "unknown"
     boxes: set = field(default_factory=set)
@@ -97,6 +101,7 @@ def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
                 if info.get(name):
                     s.samples.setdefault(method, []).extend(info[name])
                     s.medians.setdefault(method, []).append(statistics.median(info[name]))
+                    s.noise.setdefault(method, []).append(_robust_cv(info[name]))
     for found in outcomes or []:
         for o in found:
             if o.get("outcome") == "failed":
@@ -104,6 +109,14 @@ def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
             elif o.get("outcome") == "skipped":
                 sides.setdefault(o["case"], Side()).skipped = o.get("reason") or "skipped"
     return sides
+
+
+def _robust_cv(samples: list[float]) -> float:
+    """IQR / 1.349 / median of one round's samples, as the gate reads a run's own noise."""
+    if len(samples) < 4:
+        return 0.0
+    q1, q2, q3 = statistics.quantiles(samples, n=4)
+    return (q3 - q1) / 1.349 / q2 if q2 else 0.0
 
 
 def _point(case: str, method: str, side: Side, commit: str):
@@ -118,7 +131,8 @@ def _point(case: str, method: str, side: Side, commit: str):
 def between(base: Side, head: Side, method: str) -> float | None:
     """The between-process allowance seen in this run: MULTIPLE × the pooled standard deviation of
     log round medians about each side's own mean (as between_runs measures A/A runs), None below
-    its MIN_RUNS - 1 degrees of freedom. Pooled samples alone would not show a process's offset."""
+    its MIN_RUNS - 1 degrees of freedom. Pooled samples alone would not show a process's offset.
+    Like the A/A allowance, it is for one process against one other (see `pooled`)."""
     from . import between_runs
 
     logs = [[math.log(m) for m in s.medians.get(method, []) if m > 0] for s in (base, head)]
@@ -127,6 +141,16 @@ def between(base: Side, head: Side, method: str) -> float | None:
         return None
     ss = sum((v - statistics.fmean(x)) ** 2 for x in logs if x for v in x)
     return between_runs.MULTIPLE * math.sqrt(ss / dof)
+
+
+def pooled(allowance: float | None, rounds: int) -> float | None:
+    """An allowance for one process against one other, made one for `rounds` processes a side pooled.
+
+    A process's offset (the between-process noise, standard deviation s) averages out over the
+    rounds: the difference of two sides' pooled medians moves by s·√(2/k), not s·√2. Dividing by √k
+    keeps the gate's false-alarm rate per case (the same multiple of the difference's spread) while
+    more rounds find smaller slowdowns; the floor still bounds it from below."""
+    return None if allowance is None else allowance / math.sqrt(max(rounds, 1))
 
 
 def _box(side: Side) -> int | None:
@@ -164,9 +188,12 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
             except ValueError as exc:
                 raise ABInputError(str(exc)) from None
             boxes = (_box(b), _box(h)) if method == gate.BACK_TO_BACK else None
-            # the larger of the machine's A/A allowance (results/between-runs/) and this run's own
+            # the larger of the machine's A/A allowance (results/between-runs/) and this run's own,
+            # for the rounds pooled; a run's own noise from its rounds' samples, not the pooled ones
             allowances = [a for a in (gate.allowance(pb, allow, host), between(b, h, method)) if a]
-            v = gate.judge(pb, ph, threshold, gated=True, between=max(allowances, default=None), boxes=boxes)
+            v = gate.judge(pb, ph, threshold, gated=True, boxes=boxes,
+                           between=pooled(max(allowances, default=None), min(b.rounds, h.rounds)),
+                           within=statistics.median(b.noise[method]) if b.noise.get(method) else None)
             verdicts.append(v)
             rows.append({"case": case, "metric": label, "samples": [len(b.samples[method]), len(h.samples[method])],
                          "rounds": [b.rounds, h.rounds], "_v": v})

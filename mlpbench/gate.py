@@ -150,12 +150,12 @@ def floor(point: Point, host: bool = False) -> float:
 
 
 def _threshold(base: Point, given: float | None, between: float | None, samples: bool,
-               host: bool = False) -> tuple[float, str]:
+               host: bool = False, within: float | None = None) -> tuple[float, str]:
     if given is not None:
         return given, "given"
     options = [(floor(base, host), "host floor" if host else "floor")]
     if samples:
-        options.append((NOISE_MULTIPLE * _noise(base.samples), "within-run noise"))
+        options.append((NOISE_MULTIPLE * (_noise(base.samples) if within is None else within), "within-run noise"))
     if between:
         options.append((between, "between-run noise"))
     return max(options, key=lambda o: o[0])
@@ -171,10 +171,12 @@ def _same_box(boxes: tuple) -> str:
 
 
 def judge(base: Point, head: Point, threshold: float | None = None, gated: bool | None = None,
-          between: float | None = None, boxes: tuple[int | None, int | None] | None = None) -> Verdict:
+          between: float | None = None, boxes: tuple[int | None, int | None] | None = None,
+          within: float | None = None) -> Verdict:
     """`gated` None: by the benchmark's name (NOT_GATED). `between`: the case's between-run
     allowance (between_runs.load), a lower bound on the default threshold; ignored when `threshold`
-    is given. `boxes`: (base's, head's) box ids (0 or None: unknown) of host time beside device time,
+    is given. `within`: the robust CV of one run's samples, where base's samples pool several runs
+    (whose offsets are between-run noise, said by `between`); by default that of base's samples. `boxes`: (base's, head's) box ids (0 or None: unknown) of host time beside device time,
     which is compared only when one box measured both; None for every other benchmark (back-to-back
     host time, which exists beside device time only, then counts as measured on unknown boxes)."""
     if boxes is None and base.method in ONE_BOX and base.method not in HOST_TIME:
@@ -182,7 +184,7 @@ def judge(base: Point, head: Point, threshold: float | None = None, gated: bool 
     host = boxes is not None
     if base.samples and head.samples and len(base.samples) >= 5 and len(head.samples) >= 5:
         b, h = float(np.median(base.samples)), float(np.median(head.samples))
-        thr, why = _threshold(base, threshold, between, samples=True, host=host)
+        thr, why = _threshold(base, threshold, between, samples=True, host=host, within=within)
         lo, hi = _bootstrap_ratio(base.samples, head.samples)
         ratio = h / b
         slower, faster = ratio > 1 + thr and lo > 1, ratio < 1 / (1 + thr) and hi < 1

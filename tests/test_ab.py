@@ -60,7 +60,8 @@ def test_the_rounds_own_spread_widens_the_threshold():
     head = ab.pool([[_record(CASE, 9 + r, 1.06 * scale)] for r, scale in enumerate((1.08, 0.93, 1.0))])
     (row,) = ab.judge(base, head)
     assert row["threshold_from"] == "between-run noise" and row["ci_low"] > 1 and row["ratio"] > 1.02
-    assert row["verdict"] == "unchanged" and row["threshold"] == ab.between(base[CASE], head[CASE], "track_host_time")
+    assert row["verdict"] == "unchanged"
+    assert row["threshold"] == pytest.approx(ab.between(base[CASE], head[CASE], "track_host_time") / 3 ** 0.5)
     one, other = ab.pool([[_record(CASE)]])[CASE], ab.pool([[_record(CASE, 1)]])[CASE]
     assert ab.between(one, other, "track_host_time") is None  # one round a side: no spread to see
 
@@ -92,6 +93,43 @@ def test_a_case_base_reported_and_head_never_did_fails():
     base = ab.pool([[]], [[{"case": CASE, "outcome": "skipped", "reason": "no GPU"}]])
     (row,) = ab.judge(base, {})
     assert row["verdict"] == ab.MISSING and ab.failing([row])
+
+
+def test_pooled_rounds_shrink_the_between_process_allowance_by_root_k_down_to_the_floor():
+    assert ab.pooled(0.06, 4) == pytest.approx(0.03) and ab.pooled(None, 4) is None
+    # an A/A allowance of 4.5% (one process against one other): a 4% slowdown over 3 rounds a side
+    # is found (threshold 4.5 / √3 = 2.6%), over 1 round a side it is not
+    from mlpbench import between_runs
+
+    def rec(seed, scale):  # rounds of tight device samples (0.2%): the allowance sets the threshold
+        return _record(CASE, seed, scale, True) | {"device_time_samples_s": _samples(1e-4 * scale, 20, 0.002, seed)}
+
+    def device(k, scale, root):
+        base = ab.pool([[rec(2 * r, 1.0)] for r in range(k)], machines=["cpu-x"] * k)
+        head = ab.pool([[rec(2 * r + 1, scale)] for r in range(k)], machines=["cpu-x"] * k)
+        return next(r for r in ab.judge(base, head, results_root=root) if r["metric"] == "device time")
+
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        between_runs.write(between_runs.path_for(Path(tmp), "cpu-x"), "cpu-x", [], {
+            CASE: {"allowance": 0.5, between_runs.ONE_BOX: {"allowance": 0.045}}})
+        three, one = device(3, 1.04, Path(tmp)), device(1, 1.04, Path(tmp))
+        assert three["verdict"] == "regression" and three["threshold"] == pytest.approx(0.045 / 3 ** 0.5)
+        assert one["verdict"] == "unchanged" and one["threshold"] == pytest.approx(0.045)
+        assert device(16, 1.04, Path(tmp))["threshold"] == pytest.approx(0.02)  # the floor
+
+
+def test_a_runs_own_noise_is_read_from_each_round_not_from_the_rounds_pooled():
+    # tight rounds at offsets of ±3%: pooled, their spread would read as a noisy run (3 × its robust CV)
+    base = ab.pool([[_record(CASE, r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
+    head = ab.pool([[_record(CASE, 9 + r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
+    side = base[CASE]
+    assert max(side.noise["track_host_time"]) < 0.015
+    from mlpbench import gate
+
+    assert 3 * gate._noise(side.samples["track_host_time"]) > 0.05
+    (row,) = ab.judge(base, head)
+    assert row["threshold_from"] != "within-run noise" or row["threshold"] < 0.05
 
 
 # --- ab.measure with git, the worktrees and the processes stood in for -----------------------------
