@@ -63,6 +63,11 @@ if [ -f .commits/main ] && [ ! -f .asvrepo.bundle ]; then
         git apply .commits/demo.patch && git add -u && remake demo "${DEMO_BRANCH:-demo/dynamic-compile}"
     fi
     git reset -q --hard main
+    # branches built on main (`git bundle create .commits/demo.bundle <branches> --not main`): fetched
+    # whole, so their commits keep their hashes
+    if [ -f .commits/demo.bundle ]; then
+        git fetch -q .commits/demo.bundle 'refs/heads/demo/*:refs/heads/demo/*' && git branch --list 'demo/*'
+    fi
 elif [ -f .asvrepo.bundle ]; then
     rm -rf .git && git init -q -b main . && git fetch -q .asvrepo.bundle main && git reset -q --soft FETCH_HEAD
     git fetch -q .asvrepo.bundle 'refs/heads/demo/*:refs/heads/demo/*' 2>/dev/null
