@@ -12,7 +12,8 @@
 # The nightly steps measure the cases $CASES selects (MLPBENCH_CASES) of the classes $BENCH.
 #
 # Usage: bash studies/same-box/device.sh OUTDIR STEP ...   (after scripts/gpu_run.sh OUTDIR commit,
-# which rebuilds main and fetches the demo branches from .commits/demo.bundle)
+# which rebuilds main and fetches the demo branches from .commits/demo.bundle; studies/same-box/demo.sh
+# makes both, here, on the commit to measure)
 set -uo pipefail
 out=${1:?usage: device.sh OUTDIR STEP ...}
 shift

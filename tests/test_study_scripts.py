@@ -1,0 +1,157 @@
+"""The same-box and paired-host studies' scripts on fabricated runs: what they count and judge must
+follow from the data, and the branches demo.sh makes must carry exactly the plants it names."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+trials = _load("same_box_trials", "studies/same-box/trials.py")
+targets = _load("paired_host_targets", "studies/paired-host/targets.py")
+
+PLANTED, STEADY = "mlp/eager/bf16/t8192-d768-h3072", "mlp/ours/bf16/t8192-d768-h3072"
+
+
+# --- studies/same-box/trials.py -------------------------------------------------------------------
+
+def _round(seed, planted_scale):
+    rng = np.random.default_rng(seed)
+    offset = 1 + 0.002 * rng.standard_normal()  # a process's own offset, as a fresh process has
+
+    def info(case, scale):
+        dev = list(2.2e-4 * scale * offset * (1 + 0.002 * rng.standard_normal(20)))
+        b2b = list(2.3e-4 * scale * offset * (1 + 0.002 * rng.standard_normal(5)))
+        return {"case": case, "op": "mlp", "variant": case.split("/")[1], "dtype": "bf16",
+                "shape_id": "t8192-d768-h3072", "box_id": 7, "device_time_samples_s": dev,
+                "host_time_back_to_back_samples_s": b2b}
+
+    return [info(PLANTED, planted_scale), info(STEADY, 1.0)], [], "h200-test"
+
+
+def _sides(k=6, slowdown=1.20):
+    return {"base": [_round(s, 1.0) for s in range(k)], "head": [_round(100 + s, slowdown) for s in range(k)]}
+
+
+def test_trials_detect_a_plant_far_above_the_noise_and_flag_nothing_between_equals(tmp_path):
+    counts = trials.trials(_sides(), size=3, draws=20, seed=1, results_root=tmp_path)
+    for metric in ("device time", "back-to-back host time"):
+        assert counts["detect"][(PLANTED, metric)] == 20
+        assert counts["detect"][(STEADY, metric)] == 0
+    assert counts["detect_disjoint_n"] == 2 and counts["detect_disjoint"][(PLANTED, "device time")] == 2
+    # A/A: 20 draws from each side, one disjoint split of six rounds per side
+    assert counts["aa_n"] == 40 and counts["aa_disjoint_n"] == 2
+    assert sum(counts["aa"].values()) == 0
+
+
+def test_trials_report_a_plant_inside_the_noise_as_undetected(tmp_path):
+    # 0.1% against a process offset of 0.2% and the gate's floor: not a regression in any draw
+    counts = trials.trials(_sides(slowdown=1.001), size=3, draws=10, seed=2, results_root=tmp_path)
+    assert counts["detect"][(PLANTED, "device time")] == 0
+
+
+def test_trials_table_names_every_case_the_planted_ones_and_refuses_too_few_rounds(tmp_path):
+    sides = _sides(k=4)
+    counts = trials.trials(sides, size=2, draws=5, seed=0, results_root=tmp_path)
+    text = trials.markdown(tmp_path, sides, 2, 5, 0, [PLANTED], counts)
+    rows = [line for line in text.splitlines() if line.startswith("| mlp/")]
+    assert len(rows) == 4 and f"| {PLANTED} | device time | yes | 5/5 (100%)" in text
+    assert f"| {STEADY} | device time | no | 0/5 (0%)" in text
+    with pytest.raises(SystemExit, match="--size 5 needs 5 rounds"):
+        trials.trials(sides, size=5, draws=1, seed=0, results_root=tmp_path)
+
+
+# --- studies/paired-host/targets.py ---------------------------------------------------------------
+
+def _rec(case, device_us, host_us, vs_eager=None):
+    info = {"case": case, "device_time_s": device_us * 1e-6, "host_time_back_to_back_s": host_us * 1e-6}
+    if vs_eager is not None:
+        info["host_time_back_to_back_vs_eager"] = vs_eager
+    return {"extra_info": info}
+
+
+def _doc(path, records):
+    path.write_text(json.dumps({"benchmarks": records}))
+    return str(path)
+
+
+def test_targets_read_paired_ratios_as_quotients_and_judge_the_median(tmp_path):
+    one = "gelu_mul/{}/bf16/t1-h16384"
+    runs = []
+    for k, (ours, compiled, liger) in enumerate(((0.9, 2.4, 2.5), (2.6, 2.5, 2.7), (0.8, 2.5, 2.6))):
+        # unpaired medians say ours is slower than eager everywhere; the paired ratios say otherwise
+        runs.append(_doc(tmp_path / f"r{k}.json", [
+            _rec(one.format("eager"), 1.3, 20.0), _rec(one.format("ours"), 1.3, 60.0, ours),
+            _rec(one.format("compiled"), 1.5, 50.0, compiled), _rec(one.format("liger"), 1.6, 52.0, liger)]))
+    text = targets.report(runs)
+    row = next(line for line in text.splitlines() if line.startswith(f"| {one.format('ours')} | ≤ faster"))
+    # 0.9/2.4, 2.6/2.5, 0.8/2.5: median 0.375, met, with the device quotient 1.3/1.5 beside it
+    assert "| 0.375 | 1.040 | 0.320 | 0.375 | 0.867 | met |" in row
+    moon = next(line for line in text.splitlines() if line.startswith(f"| {one.format('ours')} | moonshot"))
+    assert "| 0.900 | 2.600 | 0.800 | 0.900 |" in moon and moon.endswith("| met |")
+    assert "| gelu_mul/ours/bf16/t1-h16384 | 60.0 | 60.0 | 60.0 | 60.0 |" in text
+
+
+def test_targets_fall_back_to_unpaired_medians_and_keep_strict_bounds_strict(tmp_path):
+    pre = "llama_model/{}/bf16/t2048-d4096-h14336-l2"
+    run = _doc(tmp_path / "r.json", [_rec(pre.format("eager"), 8000, 8600), _rec(pre.format("compiled"), 7400, 7500),
+                                      _rec(pre.format("ourscompiled"), 7400, 7500),
+                                      _rec(pre.format("dualgemmcompiled"), 7000, 7200)])
+    text = targets.report([run])
+    assert f"| {pre.format('ourscompiled')} | < compiled at prefill | 1.000 | 1.000 | 1.000 | **missed** (unpaired) |" \
+        in text
+    assert f"| {pre.format('dualgemmcompiled')} | < compiled at prefill | 0.960 | 0.960 | 0.946 | met (unpaired) |" \
+        in text
+    assert "1 met, 1 missed." in text
+
+
+def test_targets_hold_large_mlps_to_their_own_device_time(tmp_path):
+    big = "mlp/{}/bf16/t8192-d768-h3072"
+    run = _doc(tmp_path / "r.json", [_rec(big.format("eager"), 220, 225), _rec(big.format("compiled"), 215, 220, 0.98),
+                                      _rec(big.format("ours"), 210, 240, 1.07), _rec(big.format("dualgemm"), 178, 190, 0.84)])
+    text = targets.report([run])
+    assert f"| {big.format('ours')} | 1.143 | 1.143 | **missed** |" in text
+    assert f"| {big.format('dualgemm')} | 1.067 | 1.067 | met |" in text
+    assert f"| {big.format('ours')} | ≤ compiled at 8192 tokens | 1.092 | 1.092 | 0.977 | **missed** |" in text
+
+
+# --- studies/same-box/demo.sh ---------------------------------------------------------------------
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    subprocess.run(["bash", "studies/same-box/demo.sh"], cwd=repo, check=True, capture_output=True)
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    plant = _git(repo, "diff", base, "demo/plant")
+    assert plant.count("\n+    ") == 4 and ".clone()\n" in plant and "< 1100" in plant
+    assert _git(repo, "diff", "--stat", base, "demo/twin").strip().endswith("1 insertion(+)")
+    chain = _git(repo, "log", "--format=%s", f"demo/twin..demo/bisect").splitlines()
+    assert len(chain) == 4 and "three times" in chain[2]
+    bad = _git(repo, "diff", "demo/bisect~3", "demo/bisect~2")
+    assert ".clone().clone().clone()" in bad and "_gated.py" in bad
+    assert _git(repo, "diff", "demo/bisect~2", "demo/bisect", "--", "mlpbench", "kernels_local") == ""
+    assert (repo / ".commits" / "main").read_text() == _git(repo, "cat-file", "commit", "HEAD")
+    assert "demo/bisect" in _git(repo, "bundle", "list-heads", ".commits/demo.bundle")
+    # a second run refuses rather than overwrite the branches
+    again = subprocess.run(["bash", "studies/same-box/demo.sh"], cwd=repo, capture_output=True, text=True)
+    assert again.returncode == 2 and "demo/plant exists" in again.stderr
