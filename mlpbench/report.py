@@ -193,6 +193,8 @@ def _measurements(results: Path, wide: pd.DataFrame, points: list[tuple[Path, Po
 # the GPU spends (CUDA-graph replay) and what an eager serving loop pays per call (calls queued back
 # to back, no graphs). Replaying a graph hides CPU dispatch, so a variant can win one and lose the other.
 SUMMARY_TIMES = {"device_time_s": "device", "host_time_back_to_back_s": "host, back to back"}
+PAIRED_NAME = "host, back to back, paired"
+HOST_TIMES = ("host_time_back_to_back_s", tables.PAIRED)
 SUMMARY_NOTE = ("Per machine, op and dtype, the variants ranked twice: by device time (`device`: CUDA-graph "
                 "replay, what the GPU spends) and by host time per call with calls queued back to back, without "
                 "graphs (`host, back to back`: what an eager serving loop pays). Each row names the variant "
@@ -200,7 +202,10 @@ SUMMARY_NOTE = ("Per machine, op and dtype, the variants ranked twice: by device
                 f"{tables.BASELINES} at every shape, and its rate at its largest shape; device time is also rated "
                 "against the ceiling measured in the same run. Every variant of the op is compared, each by its "
                 "own newest record of the case that has that time, so two variants' figures may come from two "
-                "runs: the files are named below the table. A machine without device time (no GPU) is ranked by "
+                f"runs: the files are named below the table. Where a run was paired (`mlpbench run --paired`), a "
+                f"third ranking (`{PAIRED_NAME}`) reads each variant's back-to-back host time as its ratio to "
+                f"{tables.BASELINES}, their rounds interleaved in one process, times that baseline's time: the host's "
+                "drift between variants timed apart cancels out. A machine without device time (no GPU) is ranked by "
                 f"the host time of one synchronised call (`{tables.HOST_ONLY}`).")
 
 
@@ -255,7 +260,7 @@ def _ranking(op: str, d: pd.DataFrame, column: str) -> list[str]:
             _spread(over.tolist()) + (" (noisy)" if over_noisy else ""),
             f"{_rate(op, big, big[column])}, {big.name}" + (" (noisy)" if big["loud"] else ""),
             # the ceilings rate device time only: host time measures the CPU too
-            "—" if column == "host_time_back_to_back_s" else _ceiling(big)]
+            "—" if column in HOST_TIMES else _ceiling(big)]
 
 
 def summary(wide: pd.DataFrame) -> tables.Table:
@@ -267,6 +272,8 @@ def summary(wide: pd.DataFrame) -> tables.Table:
         times = dict(SUMMARY_TIMES)
         if g["device_time_s"].isna().all():
             times = {"host_time_s": tables.HOST_ONLY} | {c: t for c, t in times.items() if c != "device_time_s"}
+        if g[tables.PAIRED].notna().any():
+            times[tables.PAIRED] = PAIRED_NAME
         for column, name in times.items():
             newest = tables.newest_per_variant(g, column)
             runs |= set(newest["run"])

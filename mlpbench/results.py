@@ -260,6 +260,7 @@ def pytest_records(runs: list[PytestRun]) -> pd.DataFrame:
                 "host_time_samples_s": info.get("host_time_samples_s"),
                 "host_time_back_to_back_s": info.get("host_time_back_to_back_s"),
                 "host_time_back_to_back_samples_s": info.get("host_time_back_to_back_samples_s"),
+                "host_time_back_to_back_vs_eager_samples": info.get("host_time_back_to_back_vs_eager_samples"),
                 "copy_ceiling_Bps": run.ceilings.get("copy_bandwidth_Bps"),
                 "gemm_ceiling_flops": run.ceilings.get(f"gemm_{info.get('dtype')}_flops"),
             })

@@ -43,6 +43,7 @@ NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of thei
               "so the figure, and every ratio or rate built on it, may be far from what a quiet machine measures; "
               "run again with the machine otherwise idle.")
 HOST_ONLY = "host time only"
+PAIRED = "host_time_back_to_back_paired_s"  # derived in `frame` from the paired ratio (mlpbench run --paired)
 
 
 def _iqr(samples) -> float | None:
@@ -127,6 +128,16 @@ def frame(runs: list[results.PytestRun]) -> pd.DataFrame:
     df["speedup_vs_eager"] = base["time_s"].reindex(key).to_numpy() / df["time_s"].to_numpy()
     base_noisy = base["noisy"].reindex(key).fillna(False).to_numpy(dtype=bool)
     df["speedup_noisy"] = df["noisy"].to_numpy(dtype=bool) | base_noisy
+    # Paired back-to-back host time (mlpbench run --paired): the case's paired ratio times its
+    # baseline's back-to-back time in the same file, the baseline itself at ratio 1 in a file that
+    # paired anything. Variants ranked by it are ranked by their ratios, so the host's drift between
+    # the stretches of a process in which each variant was timed cancels out.
+    ratio = pd.to_numeric(df["host_time_back_to_back_vs_eager"], errors="coerce")
+    is_base = df["variant"] == df["op"].map(baseline)
+    ratio = ratio.mask(is_base & df["file"].isin(set(df.loc[ratio.notna(), "file"])), 1.0)
+    df[PAIRED] = ratio.to_numpy() * base["host_time_back_to_back_s"].reindex(key).to_numpy()
+    ratio_iqr = df.pop("host_time_back_to_back_vs_eager_samples").map(_iqr)
+    df["host_back_to_back_paired_noise"] = [noise(r, q) for r, q in zip(ratio, ratio_iqr)]
     return df
 
 
@@ -370,7 +381,7 @@ def overhead_crossover(df: pd.DataFrame, op: str, compiler: str | None = None) -
 SPREAD_OF = {"device_time_s": "device_iqr_s", "host_time_back_to_back_s": "host_back_to_back_iqr_s",
              "host_time_s": "host_iqr_s"}
 NOISE_OF = {"device_time_s": "device_noise", "host_time_back_to_back_s": "host_back_to_back_noise",
-            "host_time_s": "host_noise"}  # frame's reasons for each figure's noise mark
+            "host_time_s": "host_noise", PAIRED: "host_back_to_back_paired_noise"}  # frame's reasons for each figure's noise mark
 
 
 def overhead_rows(df: pd.DataFrame, op: str) -> Table:

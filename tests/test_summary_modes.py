@@ -132,3 +132,29 @@ def test_the_results_page_and_the_report_show_both_rankings(results, tmp_path):
     html_summary = page[page.index("<h2 id='summary'>"):page.index("<h2", page.index("<h2 id='summary'>") + 1)]
     assert "<td>device</td><td>dualgemm, 2 of 2 shapes</td>" in html_summary
     assert "<td>host, back to back</td><td>ours, 2 of 2 shapes</td>" in html_summary
+
+
+def test_a_paired_run_adds_a_ranking_by_ratios_that_drift_does_not_move(tmp_path):
+    # One paired run: the host slowed down while compiled was timed, so its back-to-back median reads
+    # slower than ours's; its rounds interleaved with eager's say it is the faster (0.70 against 0.85).
+    results = tmp_path / "results"
+    shape = "t512-d1024-h4096"
+    records = [_record("eager", shape, 100.0, 110.0), _record("compiled", shape, 90.0, 150.0),
+               _record("ours", shape, 80.0, 95.0)]
+    for r, (ratio, samples) in zip(records[1:], ((0.70, [0.69, 0.70, 0.71]), (0.85, [0.5, 0.85, 1.2]))):
+        r["extra_info"] |= {"host_time_back_to_back_vs_eager": ratio,
+                            "host_time_back_to_back_vs_eager_samples": samples}
+    _run(results / "pytest" / MACHINE / OLD, "2026-12-01T00:00:00+00:00", records)
+    rows = _rows(report.summary(report.load(results).records))
+    assert rows[MACHINE, "mlp", "bf16", "host, back to back"]["fastest"] == "ours, 1 of 1 shapes"
+    paired = rows[MACHINE, "mlp", "bf16", report.PAIRED_NAME]
+    assert paired["fastest"] == "compiled, 1 of 1 shapes"
+    # 0.85 / 0.70; ours's ratios spread past tables.NOISY_SPREAD, so the lead is marked
+    assert paired["its lead where it wins"] == "1.21× over ours (noisy)"
+    assert paired["its speedup over eager"] == "1.43×"  # 1 / 0.70
+    assert paired["of that run's ceiling"] == "—"
+
+
+def test_runs_without_pairs_get_no_paired_ranking(results):
+    rows = _rows(report.summary(report.load(results).records))
+    assert not any(key[3] == report.PAIRED_NAME for key in rows)
