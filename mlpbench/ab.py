@@ -13,7 +13,9 @@ device time exists (a CPU), host time. The threshold also covers the spread of t
 pooled samples alone would not show how far a fresh process moves a case. That spread (the
 machine's A/A figure or this run's own, the larger) is for one process against one; with k rounds a
 side it is divided by √k (`pooled`), so more rounds find smaller slowdowns at the same false-alarm
-rate. A run's own noise is read from each round's samples, not from the rounds pooled. Exit 1 on a regression or
+rate. A run's own noise is read from each round's samples, not from the rounds pooled. `--paired`
+adds each case's back-to-back ratio to its op's eager case, their rounds interleaved in one process
+(free of the host's drift between processes), listed beside the rest and not gated. Exit 1 on a regression or
 a case that fails at head (or that base reported and head did not), 0 otherwise, 2 on bad input (an
 unknown revision, a selection a revision rejects, a used --results folder) or a round that crashed.
 """
@@ -40,6 +42,11 @@ from . import registry
 DEVICE = ("device time", "track_device_time", "device_time_samples_s")
 BACK_TO_BACK = ("back-to-back host time", "track_host_time_back_to_back", "host_time_back_to_back_samples_s")
 HOST = ("host time", "track_host_time", "host_time_samples_s")
+# --paired: each round's ratios of back-to-back rounds to the op's eager case's, interleaved in one
+# process (mlpbench run --paired). Listed, not gated: how far they move between processes is not
+# part of results/between-runs/ yet, and a change to the eager case moves them too.
+PAIRED = ("back-to-back host time, paired", "track_host_time_back_to_back_paired",
+          "host_time_back_to_back_vs_eager_samples")
 MARKER = "<!-- mlpbench-ab -->"  # the workflow finds its own PR comment by this line
 ROUNDS = 3
 MISSING = "missing at head"  # base reported the case, head never did (a crash, a removed case): fails
@@ -60,6 +67,9 @@ def add_arguments(p) -> None:
     p.add_argument("--rounds", type=int, default=ROUNDS, metavar="K",
                    help=f"processes per side, alternating base and head, ABBA (default: {ROUNDS})")
     p.add_argument("--threshold", type=float, metavar="PCT", help="as for `mlpbench check`")
+    p.add_argument("--paired", action="store_true",
+                   help="also time each case's back-to-back rounds interleaved with its op's eager case (GPU; "
+                        "`mlpbench run --paired`): a row per case of that ratio, listed, not gated")
     p.add_argument("--results", type=Path, metavar="DIR",
                    help="keep each process's results here (default: a temporary folder, removed)")
     p.add_argument("--repo", type=Path, help="the git repository holding both revisions (default: this checkout)")
@@ -97,7 +107,7 @@ def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
             s.boxes.add(info.get("box_id") or 0)
             if info.get("codegen"):
                 s.codegen.append(info["codegen"])
-            for _, method, name in (DEVICE, BACK_TO_BACK, HOST):
+            for _, method, name in (DEVICE, BACK_TO_BACK, HOST, PAIRED):
                 if info.get(name):
                     s.samples.setdefault(method, []).extend(info[name])
                     s.medians.setdefault(method, []).append(statistics.median(info[name]))
@@ -177,7 +187,7 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
             rows.append({"case": case, "metric": "—", "verdict": why})
             continue
         # device time where it exists, with back-to-back host time beside it; else host time
-        metrics = [m for m in (DEVICE, BACK_TO_BACK) if m[1] in b.samples and m[1] in h.samples] \
+        metrics = [m for m in (DEVICE, BACK_TO_BACK, PAIRED) if m[1] in b.samples and m[1] in h.samples] \
             if DEVICE[1] in b.samples else [HOST] if HOST[1] in b.samples and HOST[1] in h.samples else []
         for label, method, _ in metrics:
             pb, ph = _point(case, method, b, "base"), _point(case, method, h, "head")
@@ -191,7 +201,7 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
             # the larger of the machine's A/A allowance (results/between-runs/) and this run's own,
             # for the rounds pooled; a run's own noise from its rounds' samples, not the pooled ones
             allowances = [a for a in (gate.allowance(pb, allow, host), between(b, h, method)) if a]
-            v = gate.judge(pb, ph, threshold, gated=True, boxes=boxes,
+            v = gate.judge(pb, ph, threshold, gated=method != PAIRED[1], boxes=boxes,
                            between=pooled(max(allowances, default=None), min(b.rounds, h.rounds)),
                            within=statistics.median(b.noise[method]) if b.noise.get(method) else None)
             verdicts.append(v)
@@ -218,8 +228,12 @@ def failing(rows: list[dict]) -> bool:
                for r in rows)
 
 
-def _fmt(x) -> str:
-    return "—" if x is None else f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
+def _fmt(x, metric: str = "") -> str:
+    if x is None:
+        return "—"
+    if metric == PAIRED[0]:
+        return f"{x:.3f}× eager"
+    return f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
 
 
 def markdown(rows: list[dict], base: str, head: str, rounds: int) -> str:
@@ -235,7 +249,8 @@ def markdown(rows: list[dict], base: str, head: str, rounds: int) -> str:
             continue
         ci = f"{r['ci_low']:.4f}–{r['ci_high']:.4f}" if r["ci_low"] is not None else "—"
         verdict = r["verdict"] + (f" ({r['cause']})" if r.get("cause") else "")
-        lines.append(f"| {r['case']} | {r['metric']} | {_fmt(r['base'])} | {_fmt(r['head'])} | {r['ratio']:.4f} "
+        lines.append(f"| {r['case']} | {r['metric']} | {_fmt(r['base'], r['metric'])} | {_fmt(r['head'], r['metric'])} "
+                     f"| {r['ratio']:.4f} "
                      f"| {ci} | {r['threshold']:.1%} ({r['threshold_from']}) | {verdict} |")
     return "\n".join(lines) + "\n"
 
@@ -285,7 +300,7 @@ def _measure(tree: Path, out: Path, tier: str, args) -> tuple[int, str]:
     run builds pytest's argv (run_suite), one GPU (--shards 1) so both sides see the same one."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "mlpbench.cli", "run", f"--tier={tier}", *_selection(args),
-           f"--results={out}", "--shards=1"]
+           f"--results={out}", "--shards=1", *(["--paired"] if getattr(args, "paired", False) else [])]
     with open(out / "log.txt", "w") as log:
         rc = subprocess.run(cmd, cwd=tree, env=_env(tree), stdout=log, stderr=subprocess.STDOUT).returncode
     return rc, (out / "log.txt").read_text()

@@ -3,6 +3,7 @@ repository with a slowdown planted in one case's host path."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from argparse import Namespace
@@ -157,6 +158,33 @@ def _fake_rounds(monkeypatch, rc=lambda name, k: 0, outcomes=lambda name, k: [])
 def _args(rounds=2, results=None):
     return Namespace(op=None, variant=None, dtype=None, shape=None, rounds=rounds, results=results)
 
+
+
+def test_paired_ratios_are_judged_beside_the_other_times_listed_not_gated():
+    def rounds(scale, seed0):
+        out = []
+        for r in range(3):
+            info = _record(CASE, seed0 + r, gpu=True)
+            info["host_time_back_to_back_vs_eager_samples"] = _samples(0.8 * scale, 9, spread=0.005, seed=seed0 + r)
+            out.append([info])
+        return ab.pool(out, machines=["h200-x"] * 3)
+
+    rows = ab.judge(rounds(1.0, 0), rounds(1.05, 10))
+    paired = next(r for r in rows if r["metric"] == ab.PAIRED[0])
+    assert paired["samples"] == [27, 27] and paired["ratio"] == pytest.approx(1.05, abs=0.01)
+    # 5% slower, past the 2% floor and its interval above 1: said, but never a failure
+    assert paired["verdict"] == "slower (not gated)" and not ab.failing(rows)
+    assert [r["verdict"] for r in rows if r["metric"] != ab.PAIRED[0]] == ["unchanged", "unchanged"]
+    text = ab.markdown(rows, "b" * 40, "h" * 40, 3)
+    assert re.search(rf"\| {CASE} \| {ab.PAIRED[0]} \| 0\.80\d× eager \| 0\.84\d× eager \| 1\.04", text), text
+
+
+def test_paired_rounds_pass_paired_to_each_run(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(ab.subprocess, "run", lambda cmd, **k: seen.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    ab._measure(tmp_path, tmp_path / "base-1", "quick", Namespace(**vars(_args(1)), paired=True))
+    ab._measure(tmp_path, tmp_path / "base-2", "quick", _args(1))
+    assert "--paired" in seen[0] and "--paired" not in seen[1]
 
 SHAS = {"base": "b" * 40, "head": "h" * 40}
 

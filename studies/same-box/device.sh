@@ -7,8 +7,8 @@
 #   bisect   `mlpbench nightly` of demo/bisect (demo/twin, then four commits, one planted slowdown)
 #            on the box that ran `pair`: the gate compares it with demo/twin's night, the confirmation
 #            reproduces it, the bisection names the bad commit
-#   trials   `mlpbench ab` of main against demo/plant (two planted slowdowns of about 3%), rounds kept
-#            for trials.py
+#   trials   `mlpbench ab --paired` of main against demo/plant (two planted slowdowns of about 3%),
+#            rounds kept for trials.py
 # The nightly steps measure the cases $CASES selects (MLPBENCH_CASES) of the classes $BENCH.
 #
 # Usage: bash studies/same-box/device.sh OUTDIR STEP ...   (after scripts/gpu_run.sh OUTDIR commit,
@@ -49,7 +49,7 @@ for step in "$@"; do
         mkdir -p "$out/trials"
         /usr/bin/time -f "trials wall %e s" python3 -m mlpbench.cli ab --base main --head demo/plant \
             --op mlp --op gelu_mul --variant eager --variant ours --dtype bf16 \
-            --shape t8192-d768-h3072 --shape t1-h16384 --rounds "${ROUNDS:-8}" \
+            --shape t8192-d768-h3072 --shape t1-h16384 --rounds "${ROUNDS:-8}" --paired \
             --results "$out/trials/rounds" --markdown "$out/trials/ab.md" > "$out/trials/ab.log" 2>&1
         echo "trials ab rc=$?"; tail -3 "$out/trials/ab.log" ;;
     *) echo "unknown step $step (valid: record pair bisect trials)"; exit 2 ;;

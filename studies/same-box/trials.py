@@ -6,10 +6,11 @@ from the rounds one long `mlpbench ab --rounds K --results DIR` kept.
 A trial is what `mlpbench ab --rounds SIZE` would have judged: SIZE rounds a side, pooled by
 `ab.pool` and judged by `ab.judge` (the gate's rule, the machine's between-runs file, the
 allowance divided by √SIZE) exactly as the command does.
-- Detection: SIZE rounds of base against SIZE rounds of head, drawn at random. A planted case
-  (--expect) is detected when any of its metrics reads `regression`.
+- Detection: SIZE rounds of base against SIZE rounds of head, drawn at random. A row (case and
+  metric) is flagged when it reads `regression`, or `slower (not gated)` for the paired ratio that
+  `mlpbench ab --paired` lists; a planted case (--expect) is detected on the rows that flag it.
 - A/A: two disjoint groups of SIZE rounds of one side (base, then head) against each other. Every
-  case and metric that reads `regression` there is a false alarm.
+  row flagged there is a false alarm.
 Draws share rounds, so they are not independent trials: they estimate the rates of the rounds at
 hand, and the rounds' own spread bounds what they can show. The disjoint trials (no round used
 twice) are counted beside them, and the table gives both.
@@ -28,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from mlpbench import ab  # noqa: E402
 
+SLOWER = ("regression", "slower (not gated)")  # the gated verdict, and the listed one of the paired ratio
+
 
 def load(folder: Path) -> dict[str, list[tuple]]:
     """{side: [(records, outcomes, machine) per round, in round order]} from an `ab --results` folder."""
@@ -41,12 +44,12 @@ def load(folder: Path) -> dict[str, list[tuple]]:
 
 
 def flags(base: list[tuple], head: list[tuple], results_root: Path | None) -> set[tuple[str, str]]:
-    """(case, metric) pairs that `ab.judge` calls a regression, base rounds against head rounds."""
+    """(case, metric) pairs that `ab.judge` flags as slower, base rounds against head rounds."""
     def side(rounds):
         return ab.pool([r[0] for r in rounds], [r[1] for r in rounds], [r[2] for r in rounds])
 
     rows = ab.judge(side(base), side(head), results_root=results_root)
-    return {(r["case"], r["metric"]) for r in rows if r["verdict"] == "regression"}
+    return {(r["case"], r["metric"]) for r in rows if r["verdict"] in SLOWER}
 
 
 def cases(sides: dict[str, list[tuple]]) -> list[tuple[str, str]]:
@@ -107,7 +110,8 @@ def markdown(folder: Path, sides: dict, size: int, draws: int, seed: int, expect
                      f"| {_rate(counts['detect_disjoint'][key], counts['detect_disjoint_n'])} "
                      f"| {_rate(counts['aa'][key], counts['aa_n'])} "
                      f"| {_rate(counts['aa_disjoint'][key], counts['aa_disjoint_n'])} |")
-    lines += ["", "Each cell: trials that read `regression` for that case and metric, of all trials of that kind."]
+    lines += ["", "Each cell: trials that flag that case and metric as slower (`regression`, or `slower (not gated)` "
+              "for the paired ratio), of all trials of that kind."]
     return "\n".join(lines) + "\n"
 
 
