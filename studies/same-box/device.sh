@@ -34,7 +34,7 @@ night() {  # night NAME REV CASES [nightly options]: the nightly of REV, its fil
         --no-publish --summary "$out/$name/summary.md" --json "$out/$name/verdicts.json" "$@" \
         > "$out/$name/nightly.log" 2>&1
     echo "$name nightly rc=$?"; grep wall "$out/$name/nightly.log"
-    cp results/asv/h200/"$(git rev-parse HEAD | cut -c1-8)"-*.json "$out/$name/" 2>/dev/null
+    cp results/asv/*/"$(git rev-parse HEAD | cut -c1-8)"-*.json "$out/$name/" 2>/dev/null
     cp -r results/confirmations "$out/$name/" 2>/dev/null
     git checkout -q -f main
 }
