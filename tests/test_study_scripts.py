@@ -151,6 +151,9 @@ def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     assert ".clone().clone().clone()" in bad and "_gated.py" in bad
     assert _git(repo, "diff", "demo/bisect~2", "demo/bisect", "--", "mlpbench", "kernels_local") == ""
     assert (repo / ".commits" / "main").read_text() == _git(repo, "cat-file", "commit", "HEAD")
+    # the nightly takes the newest earlier commit as its base: each branch commit is dated after its parent
+    dates = [int(d) for d in _git(repo, "log", "--format=%ct", "-6", "demo/bisect").split()]
+    assert dates == sorted(dates, reverse=True) and len(set(dates)) == 6
     assert "demo/bisect" in _git(repo, "bundle", "list-heads", ".commits/demo.bundle")
     # a second run refuses rather than overwrite the branches
     again = subprocess.run(["bash", "studies/same-box/demo.sh"], cwd=repo, capture_output=True, text=True)

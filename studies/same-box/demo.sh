@@ -8,7 +8,9 @@
 #                output three times), prose, prose
 #   .commits/main, .commits/files.txt   the checked-out commit, rebuilt on the box from its tree
 #   .commits/demo.bundle                the three branches, fetched whole (their hashes kept)
-# Commit dates are fixed, so the same base commit gives the same branch hashes on any machine.
+# Commit dates follow the base commit's by a minute each: the same base commit gives the same branch
+# hashes on any machine, and the nightly, which takes the newest earlier commit recorded as its base,
+# reads each branch after its parent.
 # Existing demo/ branches are never overwritten: delete them first (git branch -D ...).
 #
 # Usage: bash studies/same-box/demo.sh
@@ -32,9 +34,10 @@ git worktree add -q --detach "$tree" "$base"
 export GIT_AUTHOR_NAME="mlpbench study" GIT_AUTHOR_EMAIL="study@mlpbench.invalid"
 export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
 n=0
-commit() {  # commit SUBJECT: every change in the worktree, at the next fixed date
+since=$(git show -s --format=%ct "$base")
+commit() {  # commit SUBJECT: every change in the worktree, a minute after the commit before it
     n=$((n + 1))
-    export GIT_AUTHOR_DATE="2026-01-01T00:0$n:00Z" GIT_COMMITTER_DATE="2026-01-01T00:0$n:00Z"
+    export GIT_AUTHOR_DATE="@$((since + 60 * n)) +0000" GIT_COMMITTER_DATE="@$((since + 60 * n)) +0000"
     git -C "$tree" add -A && git -C "$tree" commit -q -m "$1"
 }
 mlp=$tree/mlpbench/ops/_gated.py
