@@ -72,8 +72,11 @@ def wall_time_lines(wall_s: float, history: list[dict], bench: str, steps: dict[
     """The summary's lines on this night's wall time (`steps`: seconds per step), against the previous
     night in `history` that ran the same benchmarks; a "**Warning:**" line when it grew by more than
     WALL_GROWTH."""
-    split = ", ".join(f"{name} {_duration(t)}" for name, t in steps.items())
-    lines = [f"Wall time: {_duration(wall_s)}" + (f" ({split})." if split else ".")]
+    split = ", ".join(f"{name} {_duration(t)}" for name, t in steps.items() if name != "confirm")
+    lines = [f"Wall time: {_duration(wall_s)}" + (f" ({split})" if split else "")
+             # the confirmation runs on regressed nights only: it stays out of the total nights compare
+             + (f"; then the same-box confirmation, {_duration(steps['confirm'])}, not counted." if "confirm" in steps
+                else ".")]
     previous = [n for n in history if n.get("bench") == bench]
     if not previous:
         return lines + ["No earlier night of these benchmarks on this machine to compare it with."]

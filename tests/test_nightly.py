@@ -99,6 +99,10 @@ def test_a_night_more_than_20_percent_slower_than_the_previous_is_warned_of(grow
 def test_only_a_night_of_the_same_benchmarks_is_compared():
     from mlpbench import nightly
 
+    confirmed = nightly.wall_time_lines(10.0, [], BENCH_RE, {"record": 9.0, "confirm": 68.0, "gate": 0.5})
+    # the confirmation is named apart from the steps the total sums
+    assert confirmed[0] == "Wall time: 10.0 s (record 9.0 s, gate 0.5 s); then the same-box confirmation, 1 min 8 s, " \
+        "not counted."
     lines = nightly.wall_time_lines(1100.0, [_night(1000.0), _night(100.0, bench=r"^standard\.")], BENCH_RE, {})
     assert not any(line.startswith("**Warning:**") for line in lines), lines
     lines = nightly.wall_time_lines(2000.0, [_night(1000.0, bench=r"^standard\.")], BENCH_RE, {})
