@@ -159,8 +159,9 @@ def run(args) -> int:
                 t1 = time.perf_counter()
                 confirmations = confirm.run(repo, verdicts, base, head, machine, threshold,
                                             tier=getattr(args, "tier", None))
-                steps["confirm"] = time.perf_counter() - t1
-                lines += ["", confirm.markdown(confirmations)] if confirmations else []
+                if confirmations:  # nothing flagged, nothing measured again: no step to report
+                    steps["confirm"] = time.perf_counter() - t1
+                    lines += ["", confirm.markdown(confirmations)]
     except gate.GateInputError as exc:
         failed.append(f"gate: {exc}")
     steps["gate"] = time.perf_counter() - t0 - steps.get("confirm", 0.0)
