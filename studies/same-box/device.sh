@@ -9,7 +9,9 @@
 #            reproduces it, the bisection names the bad commit
 #   trials   `mlpbench ab --paired` of main against demo/plant (two planted slowdowns of about 3%),
 #            rounds kept for trials.py
-# The nightly steps measure the cases $CASES selects (MLPBENCH_CASES) of the classes $BENCH.
+# The nightly steps measure the cases PAIR_CASES or BISECT_CASES select (MLPBENCH_CASES) of the
+# classes BENCH; PAIR_ARGS adds nightly options to `pair` (e.g. --threshold 1, where the gate's own
+# thresholds flag nothing between the two boxes and there is nothing to confirm).
 #
 # Usage: bash studies/same-box/device.sh OUTDIR STEP ...   (after scripts/gpu_run.sh OUTDIR commit,
 # which rebuilds main and fetches the demo branches from .commits/demo.bundle; studies/same-box/demo.sh
@@ -43,7 +45,7 @@ python3 -m asv machine --yes > /dev/null 2>&1
 for step in "$@"; do
     case $step in
     record) night record main "$PAIR_CASES" --no-confirm ;;
-    pair) night pair demo/twin "$PAIR_CASES" ;;
+    pair) night pair demo/twin "$PAIR_CASES" ${PAIR_ARGS:-} ;;
     bisect) night bisect demo/bisect "$BISECT_CASES" ;;
     trials)
         mkdir -p "$out/trials"
