@@ -103,7 +103,7 @@ def test_targets_read_paired_ratios_as_quotients_and_judge_the_median(tmp_path):
     assert "| 0.375 | 1.040 | 0.320 | 0.375 | 0.867 | met |" in row
     moon = next(line for line in text.splitlines() if line.startswith(f"| {one.format('ours')} | moonshot"))
     assert "| 0.900 | 2.600 | 0.800 | 0.900 |" in moon and moon.endswith("| met |")
-    assert "| gelu_mul/ours/bf16/t1-h16384 | 60.0 | 60.0 | 60.0 | 60.0 |" in text
+    assert "| gelu_mul/ours/bf16/t1-h16384 | 60.0 | 60.0 | 60.0 | 60.0 | **missed** |" in text
 
 
 def test_targets_fall_back_to_unpaired_medians_and_keep_strict_bounds_strict(tmp_path):
@@ -116,7 +116,7 @@ def test_targets_fall_back_to_unpaired_medians_and_keep_strict_bounds_strict(tmp
         in text
     assert f"| {pre.format('dualgemmcompiled')} | < compiled at prefill | 0.960 | 0.960 | 0.946 | met (unpaired) |" \
         in text
-    assert "1 met, 1 missed." in text
+    assert "Required: 1 met, 1 missed. Moonshot: 0 met, 0 missed." in text
 
 
 def test_targets_hold_large_mlps_to_their_own_device_time(tmp_path):

@@ -43,13 +43,14 @@ class Target:
     tokens: str  # "all", "one", "large" or "prefill"
     what: str
     strict: bool = False  # below, not at or below
+    moonshot: bool = False  # counted apart from the targets required
 
 
 def targets() -> list[Target]:
     out = []
     for op in ELEMENTWISE:
         out += [Target(op, "ours", ("compiled", "liger"), 1.0, "all", "≤ faster of compiled and liger"),
-                Target(op, "ours", ("eager",), 1.0, "all", "moonshot: ≤ eager")]
+                Target(op, "ours", ("eager",), 1.0, "all", "moonshot: ≤ eager", moonshot=True)]
     out.append(Target("gelu_mul_train", "ours", ("liger",), 1.0, "all", "≤ liger"))
     for op in MLPS:
         for v in ("ours", "dualgemm"):
@@ -149,7 +150,7 @@ def report(files: list[str]) -> str:
              "Device: the same quotient of device times (graph replay), median over runs.", "",
              f"| case | target | {cols} | host median | device median | verdict |",
              "| --- | --- | " + " | ".join("---" for _ in runs) + " | --- | --- | --- |"]
-    met = missed = 0
+    counts = {False: [0, 0], True: [0, 0]}  # by moonshot: [met, missed]
     for t in targets():
         for op, dtype, shape in shapes:
             if op != t.op or not takes(t, shape):
@@ -157,12 +158,13 @@ def report(files: list[str]) -> str:
             row = judge(t, runs, dtype, shape)
             if row is None:
                 continue
-            met, missed = met + row["met"], missed + (not row["met"])
+            counts[t.moonshot][0 if row["met"] else 1] += 1
             verdict = ("met" if row["met"] else "**missed**") + ("" if row["paired"] else " (unpaired)")
             lines.append(f"| {op}/{t.variant}/{dtype}/{shape} | {t.what} | "
                          + " | ".join(_fmt(x) for x in row["host"])
                          + f" | {_fmt(row['median'])} | {_fmt(row['device'])} | {verdict} |")
-    lines += ["", f"{met} met, {missed} missed.", "",
+    (met, missed), (moon_met, moon_missed) = counts[False], counts[True]
+    lines += ["", f"Required: {met} met, {missed} missed. Moonshot: {moon_met} met, {moon_missed} missed.", "",
               "## Back-to-back host time over the case's own device time, at 8192 tokens (target ≤ 1.10)", "",
               f"| case | {cols} | median | verdict |", "| --- | " + " | ".join("---" for _ in runs) + " | --- | --- |"]
     for op, dtype, shape in shapes:
@@ -176,15 +178,16 @@ def report(files: list[str]) -> str:
                 lines.append(f"| {op}/{v}/{dtype}/{shape} | " + " | ".join(_fmt(x) for x in ratios)
                              + f" | {_fmt(m)} | {'met' if m <= 1.10 else '**missed**'} |")
     lines += ["", f"## One-token host time of our elementwise kernels (moonshot: below {ONE_TOKEN_US:.0f} µs)", "",
-              f"| case | {cols} | median µs |", "| --- | " + " | ".join("---" for _ in runs) + " | --- |"]
+              f"| case | {cols} | median µs | verdict |", "| --- | " + " | ".join("---" for _ in runs) + " | --- | --- |"]
     for op, dtype, shape in shapes:
         if op in ELEMENTWISE and tokens(shape) == 1:
             us = [(run.get(f"{op}/ours/{dtype}/{shape}") or {}).get("host_time_back_to_back_s") for run in runs]
             us = [None if x is None else x * 1e6 for x in us]
             seen = [x for x in us if x is not None]
             if seen:
+                m = statistics.median(seen)
                 lines.append(f"| {op}/ours/{dtype}/{shape} | " + " | ".join("—" if x is None else f"{x:.1f}" for x in us)
-                             + f" | {statistics.median(seen):.1f} |")
+                             + f" | {m:.1f} | {'met' if m < ONE_TOKEN_US else '**missed**'} |")
     return "\n".join(lines) + "\n"
 
 
