@@ -10,11 +10,13 @@ kernels_local are the ones imported (kernel builds are cached by a digest of the
 Each side's samples are pooled over its rounds and judged by the gate's own rule (gate.judge):
 device time on a GPU, and back-to-back host time beside it (both sides ran on this box); where no
 device time exists (a CPU), host time. The threshold also covers the spread of the rounds' medians:
-pooled samples alone would not show how far a fresh process moves a case. That spread (the
-machine's A/A figure or this run's own, the larger) is for one process against one; with k rounds a
-side it is divided by √k (`pooled`), so more rounds find smaller slowdowns at the same false-alarm
-rate. A run's own noise is read from each round's samples, not from the rounds pooled. `--paired`
-adds each case's back-to-back ratio to its op's eager case, their rounds interleaved in one process
+pooled samples alone would not show how far a fresh process moves a case. That spread is for one
+process against one: the machine's A/A figure, with k rounds a side, shrinks as the median of k
+offsets does (`pooled`, about 1/√k), so more rounds find smaller slowdowns at the same false-alarm
+rate; this run's own (`between`) shrinks alike, widened for being estimated from few rounds; the
+larger of the two applies.
+A run's own noise is read from each round's samples, not from the rounds pooled. `--paired` adds
+each case's back-to-back ratio to its op's eager case, their rounds interleaved in one process
 (free of the host's drift between processes), listed beside the rest and not gated. Exit 1 on a regression or
 a case that fails at head (or that base reported and head did not), 0 otherwise, 2 on bad input (an
 unknown revision, a selection a revision rejects, a used --results folder) or a round that crashed.
@@ -23,6 +25,7 @@ unknown revision, a selection a revision rejects, a used --results folder) or a 
 from __future__ import annotations
 
 import json
+import functools
 import math
 import os
 import shutil
@@ -121,12 +124,13 @@ def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
     return sides
 
 
-def _robust_cv(samples: list[float]) -> float:
-    """IQR / 1.349 / median of one round's samples, as the gate reads a run's own noise."""
+def _robust_cv(samples: list[float]) -> float | None:
+    """IQR / 1.349 / median of one round's samples, with the gate's quartiles (numpy's linear ones,
+    `inclusive` here); None below 4 samples, where the gate falls back to the samples pooled."""
     if len(samples) < 4:
-        return 0.0
-    q1, q2, q3 = statistics.quantiles(samples, n=4)
-    return (q3 - q1) / 1.349 / q2 if q2 else 0.0
+        return None
+    q1, q2, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return (q3 - q1) / 1.349 / q2 if q2 else None
 
 
 def _point(case: str, method: str, side: Side, commit: str):
@@ -139,10 +143,13 @@ def _point(case: str, method: str, side: Side, commit: str):
 
 
 def between(base: Side, head: Side, method: str) -> float | None:
-    """The between-process allowance seen in this run: MULTIPLE × the pooled standard deviation of
-    log round medians about each side's own mean (as between_runs measures A/A runs), None below
-    its MIN_RUNS - 1 degrees of freedom. Pooled samples alone would not show a process's offset.
-    Like the A/A allowance, it is for one process against one other (see `pooled`)."""
+    """The between-process allowance this run's own rounds show, for its sides pooled; None below
+    MIN_RUNS - 1 degrees of freedom. Pooled samples alone would not show a process's offset.
+
+    s is the pooled standard deviation of log round medians about each side's own mean (as
+    between_runs measures A/A runs), from ν = 2(k - 1) degrees of freedom. It is scaled as `pooled`
+    scales the machine's A/A figure, with `own_multiple(ν)` in place of MULTIPLE: s is estimated
+    from a few rounds, and the wider multiple keeps the false-alarm rate of a known one."""
     from . import between_runs
 
     logs = [[math.log(m) for m in s.medians.get(method, []) if m > 0] for s in (base, head)]
@@ -150,17 +157,53 @@ def between(base: Side, head: Side, method: str) -> float | None:
     if dof < between_runs.MIN_RUNS - 1:
         return None
     ss = sum((v - statistics.fmean(x)) ** 2 for x in logs if x for v in x)
-    return between_runs.MULTIPLE * math.sqrt(ss / dof)
+    k = min(len(x) for x in logs)
+    return own_multiple(dof) * math.sqrt(ss / dof) * median_spread(k) / math.sqrt(k)
+
+
+@functools.lru_cache(maxsize=None)
+def own_multiple(dof: int) -> float:
+    """The multiple of an estimated standard deviation (`dof` degrees of freedom) with the false-alarm
+    rate of MULTIPLE known ones: the machine's A/A threshold MULTIPLE·s, on a difference of two
+    processes whose spread is s·√2, is passed by chance with probability p = Φ(−MULTIPLE/√2); with s
+    estimated, the difference over s·√2 follows Student's t, so the multiple is √2·t(1 − p, dof).
+    Monte Carlo with a fixed seed; MULTIPLE as dof grows."""
+    import numpy as np
+
+    from . import between_runs
+
+    p = 0.5 * math.erfc(between_runs.MULTIPLE / 2)  # Φ(−MULTIPLE/√2)
+    rng = np.random.default_rng(0)
+    t = rng.standard_normal(1_000_000) / np.sqrt(rng.chisquare(dof, 1_000_000) / dof)
+    return float(math.sqrt(2) * np.quantile(t, 1 - p))
+
+
+@functools.lru_cache(maxsize=None)
+def median_spread(k: int) -> float:
+    """The standard deviation of the median of k normal offsets over that of their mean: 1 up to two
+    (the median is the mean), rising toward √(π/2). Monte Carlo with a fixed seed, so the same k
+    always gives the same figure."""
+    if k <= 2:
+        return 1.0
+    import numpy as np
+
+    draws = np.random.default_rng(0).standard_normal((200_000, k))
+    return float(np.std(np.median(draws, axis=1)) * math.sqrt(k))
 
 
 def pooled(allowance: float | None, rounds: int) -> float | None:
-    """An allowance for one process against one other, made one for `rounds` processes a side pooled.
+    """An A/A allowance for one process against one other, made one for `rounds` processes a side pooled.
 
     A process's offset (the between-process noise, standard deviation s) averages out over the
-    rounds: the difference of two sides' pooled medians moves by s·√(2/k), not s·√2. Dividing by √k
-    keeps the gate's false-alarm rate per case (the same multiple of the difference's spread) while
-    more rounds find smaller slowdowns; the floor still bounds it from below."""
-    return None if allowance is None else allowance / math.sqrt(max(rounds, 1))
+    rounds: the difference of two sides' pooled medians moves by c·s·√(2/k), not s·√2, where c is
+    `median_spread(k)` (the pooled median follows the median of the rounds' offsets, not their
+    mean). Scaling by c/√k keeps the gate's false-alarm rate per case (the same multiple of the
+    difference's spread) while more rounds find smaller slowdowns; the floor still bounds it from
+    below. For the machine's A/A figure, measured over many runs; a run's own (`between`) is not."""
+    if allowance is None:
+        return None
+    k = max(rounds, 1)
+    return allowance * median_spread(k) / math.sqrt(k)
 
 
 def _box(side: Side) -> int | None:
@@ -198,12 +241,14 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
             except ValueError as exc:
                 raise ABInputError(str(exc)) from None
             boxes = (_box(b), _box(h)) if method == gate.BACK_TO_BACK else None
-            # the larger of the machine's A/A allowance (results/between-runs/) and this run's own,
+            # the larger of the machine's A/A allowance (results/between-runs/) and this run's own, both
             # for the rounds pooled; a run's own noise from its rounds' samples, not the pooled ones
-            allowances = [a for a in (gate.allowance(pb, allow, host), between(b, h, method)) if a]
+            allowances = [a for a in (pooled(gate.allowance(pb, allow, host), min(b.rounds, h.rounds)),
+                                      between(b, h, method)) if a]
+            noise = [n for n in b.noise.get(method, []) if n is not None]
             v = gate.judge(pb, ph, threshold, gated=method != PAIRED[1], boxes=boxes,
-                           between=pooled(max(allowances, default=None), min(b.rounds, h.rounds)),
-                           within=statistics.median(b.noise[method]) if b.noise.get(method) else None)
+                           between=max(allowances, default=None),
+                           within=statistics.median(noise) if noise else None)
             verdicts.append(v)
             rows.append({"case": case, "metric": label, "samples": [len(b.samples[method]), len(h.samples[method])],
                          "rounds": [b.rounds, h.rounds], "_v": v})

@@ -2,6 +2,7 @@
 repository with a slowdown planted in one case's host path."""
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -62,7 +63,7 @@ def test_the_rounds_own_spread_widens_the_threshold():
     (row,) = ab.judge(base, head)
     assert row["threshold_from"] == "between-run noise" and row["ci_low"] > 1 and row["ratio"] > 1.02
     assert row["verdict"] == "unchanged"
-    assert row["threshold"] == pytest.approx(ab.between(base[CASE], head[CASE], "track_host_time") / 3 ** 0.5)
+    assert row["threshold"] == pytest.approx(ab.between(base[CASE], head[CASE], "track_host_time"))
     one, other = ab.pool([[_record(CASE)]])[CASE], ab.pool([[_record(CASE, 1)]])[CASE]
     assert ab.between(one, other, "track_host_time") is None  # one round a side: no spread to see
 
@@ -96,10 +97,35 @@ def test_a_case_base_reported_and_head_never_did_fails():
     assert row["verdict"] == ab.MISSING and ab.failing([row])
 
 
+def test_the_median_of_k_offsets_spreads_as_theory_says():
+    # one or two rounds: the median is the mean; three: Var(median of 3 normals) = 0.4487 (order statistics)
+    assert ab.median_spread(1) == ab.median_spread(2) == 1.0
+    assert ab.median_spread(3) == pytest.approx((3 * 0.4487) ** 0.5, abs=0.005)
+    # many rounds: toward √(π/2), the median's asymptotic cost against the mean
+    assert ab.median_spread(41) == pytest.approx((math.pi / 2) ** 0.5, abs=0.02)
+
+
+def test_a_spread_estimated_from_few_rounds_takes_students_multiple():
+    # √2·t(1 − p, ν) with p = Φ(−3/√2) ≈ 1.7%: between t's 97.5% and 99% points (4 dof: 2.776, 3.747)
+    assert 2.776 * 2 ** 0.5 < ab.own_multiple(4) < 3.747 * 2 ** 0.5
+    assert ab.own_multiple(2) > ab.own_multiple(4) > ab.own_multiple(14) > ab.own_multiple(200)
+    assert ab.own_multiple(200) == pytest.approx(3.0, abs=0.05)  # known, it is the A/A multiple
+
+
+def test_a_runs_own_spread_is_pooled_over_its_rounds_with_that_multiple():
+    base = ab.pool([[_record(CASE, r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
+    head = ab.pool([[_record(CASE, 9 + r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
+    logs = [[math.log(m) for m in side[CASE].medians["track_host_time"]] for side in (base, head)]
+    s = (sum((v - sum(x) / 3) ** 2 for x in logs for v in x) / 4) ** 0.5
+    assert ab.between(base[CASE], head[CASE], "track_host_time") == pytest.approx(
+        ab.own_multiple(4) * s * ab.median_spread(3) / 3 ** 0.5)
+
+
 def test_pooled_rounds_shrink_the_between_process_allowance_by_root_k_down_to_the_floor():
-    assert ab.pooled(0.06, 4) == pytest.approx(0.03) and ab.pooled(None, 4) is None
+    assert ab.pooled(0.06, 2) == pytest.approx(0.06 / 2 ** 0.5) and ab.pooled(None, 4) is None
+    assert ab.pooled(0.06, 4) == pytest.approx(0.06 * ab.median_spread(4) / 2)
     # an A/A allowance of 4.5% (one process against one other): a 4% slowdown over 3 rounds a side
-    # is found (threshold 4.5 / √3 = 2.6%), over 1 round a side it is not
+    # is found (threshold 4.5% × 1.16 / √3 = 3.0%), over 1 round a side it is not
     from mlpbench import between_runs
 
     def rec(seed, scale):  # rounds of tight device samples (0.2%): the allowance sets the threshold
@@ -115,7 +141,7 @@ def test_pooled_rounds_shrink_the_between_process_allowance_by_root_k_down_to_th
         between_runs.write(between_runs.path_for(Path(tmp), "cpu-x"), "cpu-x", [], {
             CASE: {"allowance": 0.5, between_runs.ONE_BOX: {"allowance": 0.045}}})
         three, one = device(3, 1.04, Path(tmp)), device(1, 1.04, Path(tmp))
-        assert three["verdict"] == "regression" and three["threshold"] == pytest.approx(0.045 / 3 ** 0.5)
+        assert three["verdict"] == "regression" and three["threshold"] == pytest.approx(0.045 * 1.1613 / 3 ** 0.5, rel=0.01)
         assert one["verdict"] == "unchanged" and one["threshold"] == pytest.approx(0.045)
         assert device(16, 1.04, Path(tmp))["threshold"] == pytest.approx(0.02)  # the floor
 
@@ -128,9 +154,11 @@ def test_a_runs_own_noise_is_read_from_each_round_not_from_the_rounds_pooled():
     assert max(side.noise["track_host_time"]) < 0.015
     from mlpbench import gate
 
-    assert 3 * gate._noise(side.samples["track_host_time"]) > 0.05
+    own = ab.between(side, head[CASE], "track_host_time")  # the rounds' offsets, about 9%
+    # read from the pooled samples, the within-run term would exceed it and set the threshold
+    assert 3 * gate._noise(side.samples["track_host_time"]) > own > 0.05
     (row,) = ab.judge(base, head)
-    assert row["threshold_from"] != "within-run noise" or row["threshold"] < 0.05
+    assert row["threshold_from"] == "between-run noise" and row["threshold"] == pytest.approx(own)
 
 
 # --- ab.measure with git, the worktrees and the processes stood in for -----------------------------
