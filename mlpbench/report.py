@@ -204,8 +204,8 @@ SUMMARY_NOTE = ("Per machine, op and dtype, the variants ranked twice: by device
                 "own newest record of the case that has that time, so two variants' figures may come from two "
                 f"runs: the files are named below the table. Where a run was paired (`mlpbench run --paired`), a "
                 f"third ranking (`{PAIRED_NAME}`) reads each variant's back-to-back host time as its ratio to "
-                f"{tables.BASELINES}, their rounds interleaved in one process, times that baseline's time: the host's "
-                "drift between variants timed apart cancels out. A machine without device time (no GPU) is ranked by "
+                f"{tables.BASELINES}, their rounds interleaved in one process, times one time of that baseline per shape: "
+                "the host's drift between variants timed apart cancels out. A machine without device time (no GPU) is ranked by "
                 f"the host time of one synchronised call (`{tables.HOST_ONLY}`).")
 
 
@@ -263,6 +263,16 @@ def _ranking(op: str, d: pd.DataFrame, column: str) -> list[str]:
             "—" if column in HOST_TIMES else _ceiling(big)]
 
 
+def _paired(g: pd.DataFrame, op: str) -> pd.DataFrame:
+    """Each variant's newest paired record (one machine, op and dtype), its paired ratio times one
+    time per shape, the baseline's back-to-back time from the baseline's newest paired record: two
+    variants from two runs compare by their ratios alone, each free of its own process's drift."""
+    newest = tables.newest_per_variant(g, tables.PAIRED_RATIO)
+    base = newest[newest["variant"] == tables.baseline(op)].set_index("shape_id")["host_time_back_to_back_s"]
+    times = newest[tables.PAIRED_RATIO] * newest["shape_id"].map(base)
+    return newest.assign(**{tables.PAIRED: times}).dropna(subset=[tables.PAIRED])
+
+
 def summary(wide: pd.DataFrame) -> tables.Table:
     """Per machine, op and dtype, one row per time of SUMMARY_TIMES (SUMMARY_NOTE says what each
     cell holds), every variant from its own newest record of each case (tables.newest_per_variant).
@@ -272,10 +282,10 @@ def summary(wide: pd.DataFrame) -> tables.Table:
         times = dict(SUMMARY_TIMES)
         if g["device_time_s"].isna().all():
             times = {"host_time_s": tables.HOST_ONLY} | {c: t for c, t in times.items() if c != "device_time_s"}
-        if g[tables.PAIRED].notna().any():
+        if g[tables.PAIRED_RATIO].notna().any():
             times[tables.PAIRED] = PAIRED_NAME
         for column, name in times.items():
-            newest = tables.newest_per_variant(g, column)
+            newest = _paired(g, op) if column == tables.PAIRED else tables.newest_per_variant(g, column)
             runs |= set(newest["run"])
             rows.append([machine, op, dtype, name, *_ranking(op, newest, column)])
     return tables.Table(["machine", "op", "dtype", "time", "fastest", "its lead where it wins",

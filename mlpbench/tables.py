@@ -43,7 +43,8 @@ NOISY_NOTE = (f"noisy: the IQR of the samples is over {NOISY_SPREAD:.0%} of thei
               "so the figure, and every ratio or rate built on it, may be far from what a quiet machine measures; "
               "run again with the machine otherwise idle.")
 HOST_ONLY = "host time only"
-PAIRED = "host_time_back_to_back_paired_s"  # derived in `frame` from the paired ratio (mlpbench run --paired)
+PAIRED_RATIO = "host_time_back_to_back_paired_ratio"  # derived in `frame` (mlpbench run --paired)
+PAIRED = "host_time_back_to_back_paired_s"  # that ratio times one baseline time (report.summary)
 
 
 def _iqr(samples) -> float | None:
@@ -128,14 +129,11 @@ def frame(runs: list[results.PytestRun]) -> pd.DataFrame:
     df["speedup_vs_eager"] = base["time_s"].reindex(key).to_numpy() / df["time_s"].to_numpy()
     base_noisy = base["noisy"].reindex(key).fillna(False).to_numpy(dtype=bool)
     df["speedup_noisy"] = df["noisy"].to_numpy(dtype=bool) | base_noisy
-    # Paired back-to-back host time (mlpbench run --paired): the case's paired ratio times its
-    # baseline's back-to-back time in the same file, the baseline itself at ratio 1 in a file that
-    # paired anything. Variants ranked by it are ranked by their ratios, so the host's drift between
-    # the stretches of a process in which each variant was timed cancels out.
+    # The paired ratio (mlpbench run --paired): back-to-back host time over the op's baseline's, their
+    # rounds interleaved in one process; the baseline itself at 1 in a file that paired anything.
     ratio = pd.to_numeric(df["host_time_back_to_back_vs_eager"], errors="coerce")
     is_base = df["variant"] == df["op"].map(baseline)
-    ratio = ratio.mask(is_base & df["file"].isin(set(df.loc[ratio.notna(), "file"])), 1.0)
-    df[PAIRED] = ratio.to_numpy() * base["host_time_back_to_back_s"].reindex(key).to_numpy()
+    df[PAIRED_RATIO] = ratio = ratio.mask(is_base & df["file"].isin(set(df.loc[ratio.notna(), "file"])), 1.0)
     ratio_iqr = df.pop("host_time_back_to_back_vs_eager_samples").map(_iqr)
     df["host_back_to_back_paired_noise"] = [noise(r, q) for r, q in zip(ratio, ratio_iqr)]
     return df

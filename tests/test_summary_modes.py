@@ -158,3 +158,20 @@ def test_a_paired_run_adds_a_ranking_by_ratios_that_drift_does_not_move(tmp_path
 def test_runs_without_pairs_get_no_paired_ranking(results):
     rows = _rows(report.summary(report.load(results).records))
     assert not any(key[3] == report.PAIRED_NAME for key in rows)
+
+
+def test_paired_variants_from_two_runs_compare_by_their_ratios_alone(tmp_path):
+    # run 1 paired compiled (0.70 of eager, eager at 110 µs); run 2, on a slower host stretch, paired
+    # ours (0.80, eager at 200 µs). Each ratio times its own run's eager time would make ours 2.1×
+    # slower; the ratios say 0.80 / 0.70.
+    results = tmp_path / "results"
+    shape = "t512-d1024-h4096"
+    one = [_record("eager", shape, 100.0, 110.0), _record("compiled", shape, 90.0, 77.0)]
+    two = [_record("eager", shape, 100.0, 200.0), _record("ours", shape, 80.0, 160.0)]
+    one[1]["extra_info"]["host_time_back_to_back_vs_eager"] = 0.70
+    two[1]["extra_info"]["host_time_back_to_back_vs_eager"] = 0.80
+    _run(results / "pytest" / MACHINE / OLD, "2026-12-01T00:00:00+00:00", one)
+    _run(results / "pytest" / MACHINE / NEW, "2026-12-02T00:00:00+00:00", two)
+    paired = _rows(report.summary(report.load(results).records))[MACHINE, "mlp", "bf16", report.PAIRED_NAME]
+    assert paired["fastest"] == "compiled, 1 of 1 shapes"
+    assert paired["its lead where it wins"] == "1.14× over ours"
