@@ -67,12 +67,28 @@ def test_trials_report_a_plant_inside_the_noise_as_undetected(tmp_path):
 def test_trials_table_names_every_case_the_planted_ones_and_refuses_too_few_rounds(tmp_path):
     sides = _sides(k=4)
     counts = trials.trials(sides, size=2, draws=5, seed=0, results_root=tmp_path)
-    text = trials.markdown(tmp_path, sides, 2, 5, 0, [PLANTED], counts)
+    text = trials.markdown(tmp_path, sides, 2, 5, 0, [PLANTED, f"{STEADY}:device time"], counts)
     rows = [line for line in text.splitlines() if line.startswith("| mlp/")]
-    assert len(rows) == 4 and f"| {PLANTED} | device time | yes | 5/5 (100%)" in text
-    assert f"| {STEADY} | device time | no | 0/5 (0%)" in text
+    # two disjoint detections: at least 22% (0.05 ** (1/2)), all that two trials can show
+    assert len(rows) == 4 and f"| {PLANTED} | device time | yes | 5/5 (100%) | 2/2 (100%; ≥ 22%) |" in text
+    assert f"| {PLANTED} | back-to-back host time | yes |" in text
+    assert f"| {STEADY} | device time | yes | 0/5 (0%) | 0/2 (0%; ≥ 0%) |" in text
+    assert f"| {STEADY} | back-to-back host time | no |" in text
     with pytest.raises(SystemExit, match="--size 5 needs 5 rounds"):
         trials.trials(sides, size=5, draws=1, seed=0, results_root=tmp_path)
+
+
+def test_clopper_pearson_bounds_match_their_closed_forms():
+    # all n detected: the least rate is alpha ** (1/n); none flagged: the most is 1 - alpha ** (1/n)
+    for n in (2, 10, 59):
+        assert trials.bound(n, n, lower=True) == pytest.approx(0.05 ** (1 / n), abs=1e-9)
+        assert trials.bound(0, n, lower=False) == pytest.approx(1 - 0.05 ** (1 / n), abs=1e-9)
+    # 59 disjoint trials with no false alarm are what "at most 5%" takes; 299, "at most 1%"
+    assert trials.bound(0, 59, lower=False) < 0.05 < trials.bound(0, 58, lower=False)
+    assert trials.bound(0, 299, lower=False) < 0.01 < trials.bound(0, 298, lower=False)
+    # one of 20: between the exact one-sided bounds' known values (0.26% and 21.6%)
+    assert trials.bound(1, 20, lower=True) == pytest.approx(0.00256, abs=1e-4)
+    assert trials.bound(1, 20, lower=False) == pytest.approx(0.2161, abs=1e-3)
 
 
 # --- studies/paired-host/targets.py ---------------------------------------------------------------
@@ -99,11 +115,14 @@ def test_targets_read_paired_ratios_as_quotients_and_judge_the_median(tmp_path):
             _rec(one.format("compiled"), 1.5, 50.0, compiled), _rec(one.format("liger"), 1.6, 52.0, liger)]))
     text = targets.report(runs)
     row = next(line for line in text.splitlines() if line.startswith(f"| {one.format('ours')} | ≤ faster"))
-    # 0.9/2.4, 2.6/2.5, 0.8/2.5: median 0.375, met, with the device quotient 1.3/1.5 beside it
-    assert "| 0.375 | 1.040 | 0.320 | 0.375 | 0.867 | met |" in row
+    # 0.9/2.4, 2.6/2.5, 0.8/2.5: median 0.375, but run 2 misses, so the target is missed; the device
+    # quotient 1.3/1.5 beside it
+    assert "| 0.375 | 1.040 | 0.320 | 0.375 | 0.867 | **missed** (2 of 3 runs met) |" in row
     moon = next(line for line in text.splitlines() if line.startswith(f"| {one.format('ours')} | moonshot"))
-    assert "| 0.900 | 2.600 | 0.800 | 0.900 |" in moon and moon.endswith("| met |")
-    assert "| gelu_mul/ours/bf16/t1-h16384 | 60.0 | 60.0 | 60.0 | 60.0 | **missed** |" in text
+    assert "| 0.900 | 2.600 | 0.800 | 0.900 |" in moon and moon.endswith("| **missed** (2 of 3 runs met) |")
+    assert "| gelu_mul/ours/bf16/t1-h16384 | 60.0 | 60.0 | 60.0 | 60.0 | **missed** (0 of 3 runs met) |" in text
+    # missed: the bar (faster of compiled and liger) here, and the moonshot's two
+    assert text.endswith("Required (all tables): 0 met, 1 missed. Moonshot: 0 met, 2 missed.\n")
 
 
 def test_targets_fall_back_to_unpaired_medians_and_keep_strict_bounds_strict(tmp_path):
@@ -112,11 +131,11 @@ def test_targets_fall_back_to_unpaired_medians_and_keep_strict_bounds_strict(tmp
                                       _rec(pre.format("ourscompiled"), 7400, 7500),
                                       _rec(pre.format("dualgemmcompiled"), 7000, 7200)])
     text = targets.report([run])
-    assert f"| {pre.format('ourscompiled')} | < compiled at prefill | 1.000 | 1.000 | 1.000 | **missed** (unpaired) |" \
-        in text
+    assert f"| {pre.format('ourscompiled')} | < compiled at prefill | 1.000 | 1.000 | 1.000 | **missed** (0 of 1 runs met) " \
+        "(unpaired) |" in text
     assert f"| {pre.format('dualgemmcompiled')} | < compiled at prefill | 0.960 | 0.960 | 0.946 | met (unpaired) |" \
         in text
-    assert "Required: 1 met, 1 missed. Moonshot: 0 met, 0 missed." in text
+    assert "Required (all tables): 1 met, 1 missed. Moonshot: 0 met, 0 missed." in text
 
 
 def test_targets_hold_large_mlps_to_their_own_device_time(tmp_path):
@@ -124,9 +143,12 @@ def test_targets_hold_large_mlps_to_their_own_device_time(tmp_path):
     run = _doc(tmp_path / "r.json", [_rec(big.format("eager"), 220, 225), _rec(big.format("compiled"), 215, 220, 0.98),
                                       _rec(big.format("ours"), 210, 240, 1.07), _rec(big.format("dualgemm"), 178, 190, 0.84)])
     text = targets.report([run])
-    assert f"| {big.format('ours')} | 1.143 | 1.143 | **missed** |" in text
+    assert f"| {big.format('ours')} | 1.143 | 1.143 | **missed** (0 of 1 runs met) |" in text
     assert f"| {big.format('dualgemm')} | 1.067 | 1.067 | met |" in text
-    assert f"| {big.format('ours')} | ≤ compiled at 8192 tokens | 1.092 | 1.092 | 0.977 | **missed** |" in text
+    assert f"| {big.format('ours')} | ≤ compiled at 8192 tokens | 1.092 | 1.092 | 0.977 | **missed** (0 of 1 runs met) |" \
+        in text
+    # ours misses ≤ compiled and its own device time; dualgemm meets both
+    assert "Required (all tables): 2 met, 2 missed." in text
 
 
 # --- studies/same-box/demo.sh ---------------------------------------------------------------------

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The study's branches, made on the checked-out commit (it must be clean), and what a device call
 # needs to rebuild them there (.commits/, read by scripts/gpu_run.sh):
-#   demo/plant   two planted slowdowns of about 3%: the eager GeGLU MLP copies its output once more
-#                (GEMM-bound at the blog's shape), and our GeLU·mul waits 1.1 µs in its launch path
+#   demo/plant   two planted slowdowns sized for about 3%: the gated MLP module's forward (what the
+#                eager and compiled variants of mlp and swiglu_mlp run) copies its output once more,
+#                and our GeLU·mul waits 1.1 µs in its launch path
 #   demo/twin    the checked-out commit and one line of prose: identical code, another commit
-#   demo/bisect  demo/twin, then four commits: prose, the planted slowdown (the eager MLP copies its
+#   demo/bisect  demo/twin, then four commits: prose, the planted slowdown (the gated MLP copies its
 #                output three times), prose, prose
 #   .commits/main, .commits/files.txt   the checked-out commit, rebuilt on the box from its tree
 #   .commits/demo.bundle                the three branches, fetched whole (their hashes kept)
@@ -19,6 +20,10 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
     echo "demo.sh: the checkout has uncommitted changes; the device rebuilds the commit, not them" >&2
+    exit 2
+fi
+if [ -e .commits/demo ] || [ -e .commits/demo.patch ]; then  # gpu_run.sh would apply it on top of main
+    echo "demo.sh: .commits/ holds another demo (demo, demo.patch); move it away first" >&2
     exit 2
 fi
 for b in demo/plant demo/twin demo/bisect; do
@@ -38,13 +43,14 @@ since=$(git show -s --format=%ct "$base")
 commit() {  # commit SUBJECT: every change in the worktree, a minute after the commit before it
     n=$((n + 1))
     export GIT_AUTHOR_DATE="@$((since + 60 * n)) +0000" GIT_COMMITTER_DATE="@$((since + 60 * n)) +0000"
-    git -C "$tree" add -A && git -C "$tree" commit -q -m "$1"
+    git -C "$tree" add -A && git -C "$tree" -c commit.gpgsign=false commit -q --no-verify -m "$1"
 }
 mlp=$tree/mlpbench/ops/_gated.py
 gelu=$tree/kernels_local/gelu_mul/torch-ext/gelu_mul/_gelu_mul.py
 eager_forward='            return self.down_proj(step(self.gate_proj(x), self.up_proj(x)))'
 grep -qxF "$eager_forward" "$mlp" || { echo "demo.sh: the eager MLP's forward in $mlp changed" >&2; exit 2; }
 grep -qx 'def _planned_forward(gate, up):' "$gelu" || { echo "demo.sh: no _planned_forward in $gelu" >&2; exit 2; }
+grep -qx 'import math' "$gelu" || { echo "demo.sh: no 'import math' line in $gelu to import time after" >&2; exit 2; }
 plant_mlp() {  # plant_mlp COPIES: the eager MLP's output copied COPIES times
     local copies
     copies=$(printf '.clone()%.0s' $(seq "$1"))
@@ -76,7 +82,6 @@ git branch demo/bisect "$(git -C "$tree" rev-parse HEAD)"
 mkdir -p .commits
 git cat-file commit "$base" > .commits/main
 git ls-files > .commits/files.txt
-rm -f .commits/demo .commits/demo.patch
 git bundle create -q .commits/demo.bundle demo/plant demo/twin demo/bisect --not "$base"
 echo "demo.sh: on ${base:0:12}:"
 git log --format='  %h %s' "$base"..demo/plant

@@ -38,9 +38,11 @@ night() {  # night NAME REV CASES [nightly options]: the nightly of REV, its fil
     echo "$name nightly rc=$?"; grep wall "$out/$name/nightly.log"
     cp results/asv/*/"$(git rev-parse HEAD | cut -c1-8)"-*.json "$out/$name/" 2>/dev/null
     cp -r results/confirmations "$out/$name/" 2>/dev/null
+    cp results/nightly/*.json "$out/$name/" 2>/dev/null  # the night's wall-time history, reset by the checkout
     git checkout -q -f main
 }
 
+[ -x /usr/bin/time ] || { echo "device.sh: /usr/bin/time is missing (it times each step)"; exit 2; }
 python3 -m asv machine --yes > /dev/null 2>&1
 for step in "$@"; do
     case $step in

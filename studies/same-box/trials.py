@@ -8,17 +8,20 @@ A trial is what `mlpbench ab --rounds SIZE` would have judged: SIZE rounds a sid
 allowance divided by √SIZE) exactly as the command does.
 - Detection: SIZE rounds of base against SIZE rounds of head, drawn at random. A row (case and
   metric) is flagged when it reads `regression`, or `slower (not gated)` for the paired ratio that
-  `mlpbench ab --paired` lists; a planted case (--expect) is detected on the rows that flag it.
+  `mlpbench ab --paired` lists. --expect CASE:METRIC names a row a plant should move (CASE alone:
+  every metric of the case); a planted row is detected when it is flagged.
 - A/A: two disjoint groups of SIZE rounds of one side (base, then head) against each other. Every
   row flagged there is a false alarm.
 Draws share rounds, so they are not independent trials: they estimate the rates of the rounds at
 hand, and the rounds' own spread bounds what they can show. The disjoint trials (no round used
-twice) are counted beside them, and the table gives both.
+twice) are independent; they are counted beside them with a one-sided 95% Clopper-Pearson bound:
+the least detection rate, the most false-alarm rate that their counts allow.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 from collections import Counter
@@ -92,6 +95,36 @@ def _rate(count: int, n: int) -> str:
     return f"{count}/{n} ({count / n:.0%})" if n else "—"
 
 
+def _at_least(k: int, n: int, p: float) -> float:
+    return sum(math.comb(n, j) * p ** j * (1 - p) ** (n - j) for j in range(k, n + 1))
+
+
+def bound(k: int, n: int, lower: bool, alpha: float = 0.05) -> float:
+    """One-sided Clopper-Pearson bound on a rate seen k times in n independent trials: the least rate
+    (lower) or the most (upper) under which k or more (fewer) would come with probability alpha."""
+    if (lower and k == 0) or (not lower and k == n):
+        return 0.0 if lower else 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # bisection: P(X ≥ k) rises with p, P(X ≤ k) falls
+        mid = (lo + hi) / 2
+        if lower:
+            lo, hi = (mid, hi) if _at_least(k, n, mid) < alpha else (lo, mid)
+        else:
+            lo, hi = (mid, hi) if 1 - _at_least(k + 1, n, mid) > alpha else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _bounded(count: int, n: int, lower: bool) -> str:
+    if not n:
+        return "—"
+    return f"{count}/{n} ({count / n:.0%}; {'≥' if lower else '≤'} {bound(count, n, lower):.0%})"
+
+
+def planted(case: str, metric: str, expect: list[str]) -> bool:
+    """Whether --expect names this row: CASE:METRIC, or CASE for every metric of the case."""
+    return any(e == case or e == f"{case}:{metric}" for e in expect)
+
+
 def markdown(folder: Path, sides: dict, size: int, draws: int, seed: int, expect: list[str], counts: dict) -> str:
     base, head = sides["base"], sides["head"]
     lines = [f"# `mlpbench ab` trials, {size} rounds a side",
@@ -101,17 +134,19 @@ def markdown(folder: Path, sides: dict, size: int, draws: int, seed: int, expect
              f"The run kept {len(base)} base and {len(head)} head rounds (machine {base[0][2]}). Random draws share "
              "rounds, so they are not independent trials; disjoint trials use each round once.",
              "",
-             "| case | metric | planted | base vs head, random | base vs head, disjoint | A/A, random | A/A, disjoint |",
+             "| case | metric | planted | base vs head, random | base vs head, disjoint (least rate) "
+             "| A/A, random | A/A, disjoint (most rate) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for case, metric in cases(sides):
         key = (case, metric)
-        lines.append(f"| {case} | {metric} | {'yes' if case in expect else 'no'} "
+        lines.append(f"| {case} | {metric} | {'yes' if planted(case, metric, expect) else 'no'} "
                      f"| {_rate(counts['detect'][key], counts['detect_n'])} "
-                     f"| {_rate(counts['detect_disjoint'][key], counts['detect_disjoint_n'])} "
+                     f"| {_bounded(counts['detect_disjoint'][key], counts['detect_disjoint_n'], lower=True)} "
                      f"| {_rate(counts['aa'][key], counts['aa_n'])} "
-                     f"| {_rate(counts['aa_disjoint'][key], counts['aa_disjoint_n'])} |")
+                     f"| {_bounded(counts['aa_disjoint'][key], counts['aa_disjoint_n'], lower=False)} |")
     lines += ["", "Each cell: trials that flag that case and metric as slower (`regression`, or `slower (not gated)` "
-              "for the paired ratio), of all trials of that kind."]
+              "for the paired ratio), of all trials of that kind. Disjoint cells add the one-sided 95% bound "
+              "their counts allow: at least that detection rate, at most that false-alarm rate."]
     return "\n".join(lines) + "\n"
 
 
@@ -121,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=ab.ROUNDS, help=f"rounds a side per trial (default {ab.ROUNDS})")
     p.add_argument("--draws", type=int, default=200, help="random trials of each kind (default 200)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--expect", action="append", default=[], metavar="CASE", help="a planted case (repeatable)")
+    p.add_argument("--expect", action="append", default=[], metavar="CASE[:METRIC]",
+                   help="a row a plant should move: a case id, with one of its metrics after ':' (repeatable)")
     p.add_argument("--results-root", type=Path, default=ROOT / "results",
                    help="where between-runs/ is read (default: this checkout's results/)")
     args = p.parse_args(argv)
