@@ -64,14 +64,15 @@ def test_nightly_flags_the_slowed_commit_and_only_it(tmp_path, slow_second):
 
     # The slowdown is planted in ASV's benchmark module, which the same-box re-measurement (pytest's
     # path) never runs: this checks the gate's verdict alone (tests/test_confirm.py checks confirmation).
-    second = _nightly(repo, home, "--no-confirm")
+    # Unchanged, the confirmation is on: nothing flagged, nothing measured again, no step named.
+    second = _nightly(repo, home, *(["--no-confirm"] if slow_second else []))
     summary = (repo / "summary.md").read_text()
     if slow_second:
         assert second.returncode == 1, second.stdout[-3000:]
         assert "### Regressions" in summary and CASE in summary.split("### Regressions")[1]
     else:
         assert second.returncode == 0, second.stdout[-3000:]
-        assert "0 regressed" in summary
+        assert "0 regressed" in summary and "confirmation" not in summary
     assert "[nightly] record: done" in second.stdout
 
 
@@ -96,13 +97,18 @@ def test_a_night_more_than_20_percent_slower_than_the_previous_is_warned_of(grow
         assert "25% longer" in lines[-1] and "aaaaaaaa" in lines[-1]
 
 
-def test_only_a_night_of_the_same_benchmarks_is_compared():
+def test_the_confirmation_is_named_apart_from_the_steps_the_total_sums():
     from mlpbench import nightly
 
     confirmed = nightly.wall_time_lines(10.0, [], BENCH_RE, {"record": 9.0, "confirm": 68.0, "gate": 0.5})
-    # the confirmation is named apart from the steps the total sums
     assert confirmed[0] == "Wall time: 10.0 s (record 9.0 s, gate 0.5 s); then the same-box confirmation, 1 min 8 s, " \
         "not counted."
+    assert nightly.wall_time_lines(10.0, [], BENCH_RE, {"record": 9.0})[0] == "Wall time: 10.0 s (record 9.0 s)."
+
+
+def test_only_a_night_of_the_same_benchmarks_is_compared():
+    from mlpbench import nightly
+
     lines = nightly.wall_time_lines(1100.0, [_night(1000.0), _night(100.0, bench=r"^standard\.")], BENCH_RE, {})
     assert not any(line.startswith("**Warning:**") for line in lines), lines
     lines = nightly.wall_time_lines(2000.0, [_night(1000.0, bench=r"^standard\.")], BENCH_RE, {})
