@@ -61,7 +61,7 @@ plant_mlp() {  # plant_mlp COPIES: the eager MLP's output copied COPIES times
 plant_mlp 1
 sed -i 's|^import math$|import math\nimport time|' "$gelu"
 sed -i 's|^def _planned_forward(gate, up):$|&\n    t0 = time.perf_counter_ns()\n    while time.perf_counter_ns() - t0 < 1100:\n        pass|' "$gelu"
-commit "Planted: the eager MLP copies its output; GeLU·mul waits 1.1 us"
+commit "Planted: the gated MLP copies its output; GeLU·mul waits 1.1 us"
 git branch demo/plant "$(git -C "$tree" rev-parse HEAD)"
 
 # demo/twin and demo/bisect
@@ -72,7 +72,7 @@ git branch demo/twin "$(git -C "$tree" rev-parse HEAD)"
 echo "Prose between the twin and the planted slowdown." >> "$tree/studies/same-box/twin.txt"
 commit "Same-box study: prose before the bad commit"
 plant_mlp 3
-commit "Same-box study: the eager MLP copies its output three times"
+commit "Same-box study: the gated MLP copies its output three times"
 echo "Prose after the planted slowdown." >> "$tree/studies/same-box/twin.txt"
 commit "Same-box study: prose after the bad commit"
 echo "More prose: the range is four commits long." >> "$tree/studies/same-box/twin.txt"
