@@ -440,6 +440,9 @@ def run(args, root: Path) -> int:
         return 2
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if getattr(args, "paired", False) and not any(r["metric"] == PAIRED[0] for r in rows):
+        print("mlpbench ab: --paired: no case recorded a paired ratio (back-to-back host time is taken on a GPU "
+              "only, against the op's eager case)", file=sys.stderr)
     text = markdown(rows, shas["base"], shas["head"], args.rounds)
     if args.markdown:
         args.markdown.write_text(text)

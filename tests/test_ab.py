@@ -260,6 +260,9 @@ def test_one_round_is_warned_of(monkeypatch, tmp_path, capsys):
     assert "--rounds 1" in capsys.readouterr().err
     args.rounds = 2
     assert ab.run(args, tmp_path) == 0 and "warning" not in capsys.readouterr().err
+    # --paired where nothing could pair (a CPU) says so rather than leave the rows missing unexplained
+    args.paired = True
+    assert ab.run(args, tmp_path) == 0 and "--paired: no case recorded a paired ratio" in capsys.readouterr().err
 
 
 # --- the command, on a clone ----------------------------------------------------------------------
