@@ -11,10 +11,10 @@ Each side's samples are pooled over its rounds and judged by the gate's own rule
 device time on a GPU, and back-to-back host time beside it (both sides ran on this box); where no
 device time exists (a CPU), host time. The threshold also covers the spread of the rounds' medians:
 pooled samples alone would not show how far a fresh process moves a case. That spread is for one
-process against one: the machine's A/A figure, with k rounds a side, shrinks as the median of k
-offsets does (`pooled`, about 1/√k), so more rounds find smaller slowdowns at the same false-alarm
-rate; this run's own (`between`) shrinks alike, widened for being estimated from few rounds; the
-larger of the two applies.
+process against one: the machine's A/A figure and this run's own spread are pooled as two estimates
+of one spread, read with Student's t at their degrees of freedom, and shrunk as the median of k
+offsets does (`between`, about 1/√k), so more rounds find smaller slowdowns at the same false-alarm
+rate.
 A run's own noise is read from each round's samples, not from the rounds pooled. `--paired` adds
 each case's back-to-back ratio to its op's eager case, their rounds interleaved in one process
 (free of the host's drift between processes), listed beside the rest and not gated. Exit 1 on a regression or
@@ -142,14 +142,10 @@ def _point(case: str, method: str, side: Side, commit: str):
                  compiles="codegen" in info)
 
 
-def between(base: Side, head: Side, method: str) -> float | None:
-    """The between-process allowance this run's own rounds show, for its sides pooled; None below
-    MIN_RUNS - 1 degrees of freedom. Pooled samples alone would not show a process's offset.
-
-    s is the pooled standard deviation of log round medians about each side's own mean (as
-    between_runs measures A/A runs), from ν = 2(k - 1) degrees of freedom. It is scaled as `pooled`
-    scales the machine's A/A figure, with `own_multiple(ν)` in place of MULTIPLE: s is estimated
-    from a few rounds, and the wider multiple keeps the false-alarm rate of a known one."""
+def spread(base: Side, head: Side, method: str) -> tuple[float, int, int] | None:
+    """(s, ν, k) of this run's own rounds: the pooled standard deviation of log round medians about
+    each side's own mean (as between_runs measures A/A runs), its degrees of freedom ν = 2(k - 1),
+    and the rounds a side k (the fewer); None below MIN_RUNS - 1 degrees of freedom."""
     from . import between_runs
 
     logs = [[math.log(m) for m in s.medians.get(method, []) if m > 0] for s in (base, head)]
@@ -157,8 +153,33 @@ def between(base: Side, head: Side, method: str) -> float | None:
     if dof < between_runs.MIN_RUNS - 1:
         return None
     ss = sum((v - statistics.fmean(x)) ** 2 for x in logs if x for v in x)
-    k = min(len(x) for x in logs)
-    return own_multiple(dof) * math.sqrt(ss / dof) * median_spread(k) / math.sqrt(k)
+    return math.sqrt(ss / dof), dof, min(len(x) for x in logs)
+
+
+def between(base: Side, head: Side, method: str, known: float | None = None,
+            known_dof: int | None = None) -> float | None:
+    """The between-process allowance for this run's sides, pooled over their rounds. Pooled samples
+    alone would not show a process's offset.
+
+    The machine's A/A figure `known` (MULTIPLE·s for one process against one, s estimated from
+    `known_dof` degrees of freedom) and this run's own spread (`spread`) are two estimates of one
+    standard deviation: they are pooled, weighted by their degrees of freedom, and read with
+    Student's t at their sum (`own_multiple`), then scaled to k rounds a side as `pooled` scales.
+    So a box noisier than its A/A runs widens the threshold, and more rounds narrow it. A figure
+    without its degrees of freedom is taken as exact: the larger of it, pooled, and the run's own."""
+    from . import between_runs
+
+    own = spread(base, head, method)
+    k = own[2] if own else max(min(base.rounds, head.rounds), 1)
+    scale = median_spread(k) / math.sqrt(k)
+    if known is not None and not known_dof:
+        alone = own_multiple(own[1]) * own[0] * scale if own else None
+        return max(a for a in (pooled(known, k), alone) if a is not None)
+    parts = ([(known / between_runs.MULTIPLE, known_dof)] if known is not None else []) + ([own[:2]] if own else [])
+    if not parts:
+        return None
+    nu = sum(d for _, d in parts)
+    return own_multiple(nu) * math.sqrt(sum(d * x * x for x, d in parts) / nu) * scale
 
 
 @functools.lru_cache(maxsize=None)
@@ -238,16 +259,17 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
                 # base and head are measured on this box: device time's spread within boxes
                 allow = {pb.machine: between_runs.load(results_root, pb.machine, one_box=True)}
                 host = {pb.machine: between_runs.load(results_root, pb.machine, between_runs.HOST)}
+                dofs = between_runs.load_dof(results_root, pb.machine, between_runs.HOST) \
+                    if method == gate.BACK_TO_BACK else between_runs.load_dof(results_root, pb.machine, one_box=True)
             except ValueError as exc:
                 raise ABInputError(str(exc)) from None
             boxes = (_box(b), _box(h)) if method == gate.BACK_TO_BACK else None
-            # the larger of the machine's A/A allowance (results/between-runs/) and this run's own, both
-            # for the rounds pooled; a run's own noise from its rounds' samples, not the pooled ones
-            allowances = [a for a in (pooled(gate.allowance(pb, allow, host), min(b.rounds, h.rounds)),
-                                      between(b, h, method)) if a]
+            # the machine's A/A allowance (results/between-runs/) with this run's own spread, for the
+            # rounds pooled; a run's own noise from its rounds' samples, not the pooled ones
+            known = gate.allowance(pb, allow, host)
             noise = [n for n in b.noise.get(method, []) if n is not None]
             v = gate.judge(pb, ph, threshold, gated=method != PAIRED[1], boxes=boxes,
-                           between=max(allowances, default=None),
+                           between=between(b, h, method, known, dofs.get(gate.case_id(pb)) if known else None),
                            within=statistics.median(noise) if noise else None)
             verdicts.append(v)
             rows.append({"case": case, "metric": label, "samples": [len(b.samples[method]), len(h.samples[method])],

@@ -190,6 +190,33 @@ def load(results_root: Path | None, machine: str, figure: str = DEVICE, one_box:
     of one box (mlpbench ab); formats before 3 hold none, and give their device allowance. A file that
     cannot be read is an error naming it: a gate that silently fell back to tighter thresholds would
     flag the noise this file exists to explain."""
+    return {case: float(e["allowance"]) for case, e in _entries(results_root, machine, figure, one_box).items()
+            if "allowance" in e}
+
+
+def load_dof(results_root: Path | None, machine: str, figure: str = DEVICE, one_box: bool = False) -> dict[str, int]:
+    """{case id: degrees of freedom} of the standard deviation behind each allowance `load` gives,
+    where the file records them (a spread within boxes does; one over every box, of n runs, has n - 1)."""
+    entries = _entries(results_root, machine, figure, one_box)
+
+    def dof(e):
+        if isinstance(e.get("dof"), int):
+            return e["dof"]
+        if isinstance(e.get("runs"), int) and e["runs"] > 1:
+            return e["runs"] - 1
+        return None
+
+    out = {}
+    for case, e in entries.items():
+        # an inherited figure keeps the degrees of freedom of the case it was copied from
+        found = dof(e) if "allowance" in e else None
+        found = found if found is not None or "inherits" not in e else dof(entries.get(e["inherits"]) or {})
+        if found is not None:
+            out[case] = found
+    return out
+
+
+def _entries(results_root: Path | None, machine: str, figure: str, one_box: bool) -> dict[str, dict]:
     if figure not in (DEVICE, HOST):
         raise ValueError(f"between-run noise of {figure!r}: only {DEVICE} and {HOST} are measured")
     if results_root is None:
@@ -210,6 +237,9 @@ def load(results_root: Path | None, machine: str, figure: str = DEVICE, one_box:
             return e
 
         entries = {case: pick(e) for case, e in doc["cases"].items()}
-        return {case: float(e["allowance"]) for case, e in entries.items() if "allowance" in e}
+        for e in entries.values():  # a malformed allowance is the file's fault: say so here
+            if "allowance" in e:
+                float(e["allowance"])
+        return entries
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a readable between-runs file ({type(exc).__name__}: {exc})") from None

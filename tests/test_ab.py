@@ -121,6 +121,32 @@ def test_a_runs_own_spread_is_pooled_over_its_rounds_with_that_multiple():
         ab.own_multiple(4) * s * ab.median_spread(3) / 3 ** 0.5)
 
 
+def test_the_machines_figure_and_the_runs_own_spread_are_pooled_by_their_degrees_of_freedom(tmp_path):
+    from mlpbench import between_runs
+
+    base = ab.pool([[_record(CASE, r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
+    head = ab.pool([[_record(CASE, 9 + r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
+    s, nu, k = ab.spread(base[CASE], head[CASE], "track_host_time")
+    assert (nu, k) == (4, 3)
+    # an A/A figure of 3 × 1% from 3 degrees of freedom, pooled with the run's own s from 4
+    want = ab.own_multiple(7) * ((3 * 0.01 ** 2 + 4 * s ** 2) / 7) ** 0.5 * ab.median_spread(3) / 3 ** 0.5
+    assert ab.between(base[CASE], head[CASE], "track_host_time", 0.03, 3) == pytest.approx(want)
+    # without its degrees of freedom the figure is taken as exact: the larger of it pooled and the run's own
+    assert ab.between(base[CASE], head[CASE], "track_host_time", 0.03, None) == pytest.approx(
+        max(ab.pooled(0.03, 3), ab.between(base[CASE], head[CASE], "track_host_time")))
+    # the figure alone, one round a side: Student's t at its own 3 degrees of freedom, wider than 3 × 1%
+    one, other = ab.pool([[_record(CASE)]]), ab.pool([[_record(CASE, 1)]])
+    assert ab.between(one[CASE], other[CASE], "track_host_time", 0.03, 3) == pytest.approx(ab.own_multiple(3) * 0.01)
+    assert ab.own_multiple(3) * 0.01 > 0.03
+    # and what ab.judge reads from a between-runs file that records them (device time, one box)
+    between_runs.write(between_runs.path_for(tmp_path, "cpu-x"), "cpu-x", [], {
+        CASE: {"allowance": 0.5, between_runs.ONE_BOX: {"allowance": 0.03, "dof": 3}}})
+    gb = ab.pool([[_record(CASE, 2 * r, sc, True)] for r, sc in enumerate((0.97, 1.0, 1.03))], machines=["cpu-x"] * 3)
+    gh = ab.pool([[_record(CASE, 2 * r + 1, sc, True)] for r, sc in enumerate((0.97, 1.0, 1.03))], machines=["cpu-x"] * 3)
+    row = next(r for r in ab.judge(gb, gh, results_root=tmp_path) if r["metric"] == "device time")
+    assert row["threshold"] == pytest.approx(ab.between(gb[CASE], gh[CASE], "track_device_time", 0.03, 3))
+
+
 def test_pooled_rounds_shrink_the_between_process_allowance_by_root_k_down_to_the_floor():
     assert ab.pooled(0.06, 2) == pytest.approx(0.06 / 2 ** 0.5) and ab.pooled(None, 4) is None
     assert ab.pooled(0.06, 4) == pytest.approx(0.06 * ab.median_spread(4) / 2)
