@@ -13,8 +13,8 @@ device time exists (a CPU), host time. The threshold also covers the spread of t
 pooled samples alone would not show how far a fresh process moves a case. That spread is for one
 process against one: the machine's A/A figure and this run's own spread are pooled as two estimates
 of one spread, read with Student's t at their degrees of freedom, and shrunk as the median of k
-offsets does (`between`, about 1/√k), so more rounds find smaller slowdowns at the same false-alarm
-rate.
+offsets does (`between`, about 1/√k), so more rounds find smaller slowdowns at the false-alarm rate
+one process against one would have with that spread known.
 A run's own noise is read from each round's samples, not from the rounds pooled. `--paired` adds
 each case's back-to-back ratio to its op's eager case, their rounds interleaved in one process
 (free of the host's drift between processes), listed beside the rest and not gated. Exit 1 on a regression or
@@ -150,9 +150,9 @@ def spread(base: Side, head: Side, method: str) -> tuple[float, int, int] | None
 
     logs = [[math.log(m) for m in s.medians.get(method, []) if m > 0] for s in (base, head)]
     dof = sum(len(x) - 1 for x in logs if x)
-    if dof < between_runs.MIN_RUNS - 1:
+    if dof < between_runs.MIN_RUNS - 1 or not all(logs):
         return None
-    ss = sum((v - statistics.fmean(x)) ** 2 for x in logs if x for v in x)
+    ss = sum((v - statistics.fmean(x)) ** 2 for x in logs for v in x)
     return math.sqrt(ss / dof), dof, min(len(x) for x in logs)
 
 
@@ -166,7 +166,8 @@ def between(base: Side, head: Side, method: str, known: float | None = None,
     standard deviation: they are pooled, weighted by their degrees of freedom, and read with
     Student's t at their sum (`own_multiple`), then scaled to k rounds a side as `pooled` scales.
     So a box noisier than its A/A runs widens the threshold, and more rounds narrow it. A figure
-    without its degrees of freedom is taken as exact: the larger of it, pooled, and the run's own."""
+    without its degrees of freedom (an older file, or a figure inherited from another case) is taken
+    as exact: the larger of it, pooled, and the run's own."""
     from . import between_runs
 
     own = spread(base, head, method)
@@ -213,7 +214,8 @@ def median_spread(k: int) -> float:
 
 
 def pooled(allowance: float | None, rounds: int) -> float | None:
-    """An A/A allowance for one process against one other, made one for `rounds` processes a side pooled.
+    """An A/A allowance for one process against one other, taken as exact (no degrees of freedom
+    known: see `between`), made one for `rounds` processes a side pooled.
 
     A process's offset (the between-process noise, standard deviation s) averages out over the
     rounds: the difference of two sides' pooled medians moves by c·s·√(2/k), not s·√2, where c is

@@ -195,24 +195,20 @@ def load(results_root: Path | None, machine: str, figure: str = DEVICE, one_box:
 
 
 def load_dof(results_root: Path | None, machine: str, figure: str = DEVICE, one_box: bool = False) -> dict[str, int]:
-    """{case id: degrees of freedom} of the standard deviation behind each allowance `load` gives,
-    where the file records them (a spread within boxes does; one over every box, of n runs, has n - 1)."""
-    entries = _entries(results_root, machine, figure, one_box)
-
-    def dof(e):
-        if isinstance(e.get("dof"), int):
-            return e["dof"]
-        if isinstance(e.get("runs"), int) and e["runs"] > 1:
-            return e["runs"] - 1
-        return None
-
+    """{case id: degrees of freedom} of the standard deviation behind each allowance `load` gives, where
+    the file says: a spread within boxes records them; one over every box has its medians' count less
+    one. An inherited figure has none: its degrees of freedom describe another case, so a reader must
+    not weigh it as this case's measurement."""
     out = {}
-    for case, e in entries.items():
-        # an inherited figure keeps the degrees of freedom of the case it was copied from
-        found = dof(e) if "allowance" in e else None
-        found = found if found is not None or "inherits" not in e else dof(entries.get(e["inherits"]) or {})
-        if found is not None:
-            out[case] = found
+    for case, e in _entries(results_root, machine, figure, one_box).items():
+        if "allowance" not in e or "inherits" in e:
+            continue
+        if isinstance(e.get("dof"), int):
+            out[case] = e["dof"]
+        elif isinstance(e.get("medians_s"), list) and len(e["medians_s"]) > 1:
+            out[case] = len(e["medians_s"]) - 1
+        elif isinstance(e.get("same_code_runs"), int) and e["same_code_runs"] > 1:
+            out[case] = e["same_code_runs"] - 1
     return out
 
 

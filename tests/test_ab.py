@@ -110,6 +110,9 @@ def test_a_spread_estimated_from_few_rounds_takes_students_multiple():
     assert 2.776 * 2 ** 0.5 < ab.own_multiple(4) < 3.747 * 2 ** 0.5
     assert ab.own_multiple(2) > ab.own_multiple(4) > ab.own_multiple(14) > ab.own_multiple(200)
     assert ab.own_multiple(200) == pytest.approx(3.0, abs=0.05)  # known, it is the A/A multiple
+    # a side without rounds of this metric gives no spread, however many the other has
+    full = ab.pool([[_record(CASE, r)] for r in range(4)])[CASE]
+    assert ab.spread(ab.Side(), full, "track_host_time") is None and ab.spread(full, full, "track_host_time")
 
 
 def test_a_runs_own_spread_is_pooled_over_its_rounds_with_that_multiple():
