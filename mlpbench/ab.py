@@ -24,8 +24,8 @@ unknown revision, a selection a revision rejects, a used --results folder) or a 
 
 from __future__ import annotations
 
-import json
 import functools
+import json
 import math
 import os
 import shutil
@@ -125,12 +125,13 @@ def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
 
 
 def _robust_cv(samples: list[float]) -> float | None:
-    """IQR / 1.349 / median of one round's samples, with the gate's quartiles (numpy's linear ones,
-    `inclusive` here); None below 4 samples, where the gate falls back to the samples pooled."""
+    """One round's robust CV, read as the gate reads a run's own noise (gate._noise); None below 4
+    samples, where the gate falls back to the samples pooled."""
     if len(samples) < 4:
         return None
-    q1, q2, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return (q3 - q1) / 1.349 / q2 if q2 else None
+    from . import gate
+
+    return gate._noise(samples)
 
 
 def _point(case: str, method: str, side: Side, commit: str):
@@ -222,7 +223,7 @@ def pooled(allowance: float | None, rounds: int) -> float | None:
     `median_spread(k)` (the pooled median follows the median of the rounds' offsets, not their
     mean). Scaling by c/√k keeps the gate's false-alarm rate per case (the same multiple of the
     difference's spread) while more rounds find smaller slowdowns; the floor still bounds it from
-    below. For the machine's A/A figure, measured over many runs; a run's own (`between`) is not."""
+    below."""
     if allowance is None:
         return None
     k = max(rounds, 1)
