@@ -105,7 +105,7 @@ def _doc(path, records):
     return str(path)
 
 
-def test_targets_read_paired_ratios_as_quotients_and_judge_the_median(tmp_path):
+def test_targets_read_paired_ratios_as_quotients_and_need_every_run_to_meet_them(tmp_path):
     one = "gelu_mul/{}/bf16/t1-h16384"
     runs = []
     for k, (ours, compiled, liger) in enumerate(((0.9, 2.4, 2.5), (2.6, 2.5, 2.7), (0.8, 2.5, 2.6))):
@@ -167,7 +167,7 @@ def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     plant = _git(repo, "diff", base, "demo/plant")
     assert plant.count("\n+    ") == 4 and ".clone()\n" in plant and "< 1100" in plant
     assert _git(repo, "diff", "--stat", base, "demo/twin").strip().endswith("1 insertion(+)")
-    chain = _git(repo, "log", "--format=%s", f"demo/twin..demo/bisect").splitlines()
+    chain = _git(repo, "log", "--format=%s", "demo/twin..demo/bisect").splitlines()
     assert len(chain) == 4 and "three times" in chain[2]
     bad = _git(repo, "diff", "demo/bisect~3", "demo/bisect~2")
     assert ".clone().clone().clone()" in bad and "_gated.py" in bad

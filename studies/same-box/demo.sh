@@ -48,10 +48,10 @@ commit() {  # commit SUBJECT: every change in the worktree, a minute after the c
 mlp=$tree/mlpbench/ops/_gated.py
 gelu=$tree/kernels_local/gelu_mul/torch-ext/gelu_mul/_gelu_mul.py
 eager_forward='            return self.down_proj(step(self.gate_proj(x), self.up_proj(x)))'
-grep -qxF "$eager_forward" "$mlp" || { echo "demo.sh: the eager MLP's forward in $mlp changed" >&2; exit 2; }
+grep -qxF "$eager_forward" "$mlp" || { echo "demo.sh: the gated MLP's forward in $mlp changed" >&2; exit 2; }
 grep -qx 'def _planned_forward(gate, up):' "$gelu" || { echo "demo.sh: no _planned_forward in $gelu" >&2; exit 2; }
 grep -qx 'import math' "$gelu" || { echo "demo.sh: no 'import math' line in $gelu to import time after" >&2; exit 2; }
-plant_mlp() {  # plant_mlp COPIES: the eager MLP's output copied COPIES times
+plant_mlp() {  # plant_mlp COPIES: the gated MLP's output copied COPIES times
     local copies
     copies=$(printf '.clone()%.0s' $(seq "$1"))
     sed -i "s|^$eager_forward\$|$eager_forward$copies|" "$mlp"

@@ -7,7 +7,7 @@
 #   bisect   `mlpbench nightly` of demo/bisect (demo/twin, then four commits, one planted slowdown)
 #            on the box that ran `pair`: the gate compares it with demo/twin's night, the confirmation
 #            reproduces it, the bisection names the bad commit
-#   trials   `mlpbench ab --paired` of main against demo/plant (two planted slowdowns of about 3%),
+#   trials   `mlpbench ab --paired` of main against demo/plant (two planted slowdowns sized for about 3%),
 #            rounds kept for trials.py
 # The nightly steps measure the cases PAIR_CASES or BISECT_CASES select (MLPBENCH_CASES) of the
 # classes BENCH; PAIR_ARGS adds nightly options to `pair` (e.g. --threshold 1, where the gate's own
