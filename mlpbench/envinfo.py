@@ -133,8 +133,23 @@ def environment() -> dict:
     return info
 
 
+# Tokens of a GPU's marketing name that say how much memory it has, not which chip and board it is:
+# "NVIDIA H100 80GB HBM3" is the SXM H100 every such board shares, so it files as "h100", while the
+# PCIe and NVL boards keep their suffix (their memory bandwidth and power cap differ).
+_MEMORY_TOKEN = re.compile(r"^(\d+GB|HBM\d*E?)$", re.IGNORECASE)
+
+
+def gpu_slug(gpu: str) -> str:
+    """The machine name of a GPU model: "NVIDIA H200" -> "h200", "NVIDIA H100 80GB HBM3" -> "h100",
+    "NVIDIA H100 PCIe" -> "h100-pcie", "NVIDIA A100-SXM4-80GB" -> "a100-sxm4"."""
+    words = re.split(r"[^A-Za-z0-9]+", gpu.replace("NVIDIA ", ""))
+    kept = [w for w in words if w and not _MEMORY_TOKEN.match(w)]
+    return "-".join(kept).lower() or "gpu"
+
+
 def machine_slug() -> str:
-    """A short, filesystem-safe machine name: the GPU model, or 'cpu-<arch>'."""
+    """A short, filesystem-safe machine name: the GPU model (gpu_slug), or 'cpu-<arch>'."""
     env = environment()
-    name = env["gpu"] if env["device"] == "cuda" else f"cpu-{platform.machine()}"
-    return re.sub(r"[^A-Za-z0-9]+", "-", name.replace("NVIDIA ", "")).strip("-").lower()
+    if env["device"] == "cuda":
+        return gpu_slug(env["gpu"])
+    return re.sub(r"[^A-Za-z0-9]+", "-", f"cpu-{platform.machine()}").strip("-").lower()
