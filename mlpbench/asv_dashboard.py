@@ -10,19 +10,26 @@ replaces the published one:
   first dtype that has some: index.json's `mlpbench_data`) on a y-axis zoomed to the data, and the
   legend names only what differs between the drawn series;
 - a banner at the top of index.html names the fleet's stale machines (mlpbench/fleet.py), which the
-  Regressions publisher noted in STALE while ASV built the folder.
+  Regressions publisher noted in STALE while ASV built the folder;
+- where the results hold pytest runs of several GPU types, a panel on index.html says how many cases
+  are not portable between them (fleet.portability) and links portability.html, the whole table,
+  both written by the Regressions publisher (note_portability).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 SCRIPT = "asv_dashboard.js"
 STATIC = Path(__file__).with_name("static")  # package data (pyproject.toml)
 STALE = "mlpbench-stale.json"  # the stale machines' lines, noted during `asv publish` (note_stale)
 BANNER_ID = "mlpbench-stale"
+PORTABILITY = "portability.html"  # the cross-GPU table, beside index.html (note_portability)
+PORTABILITY_LINE = "mlpbench-portability.json"
+PANEL_ID = "mlpbench-portability"
 # ASV's last script tag: ours goes after it, so that ASV's pages are registered first.
 _ANCHOR = re.compile(r'(<script\b[^>]*\bsrc="regressions\.js"[^>]*>\s*</script>)')
 
@@ -130,10 +137,63 @@ def stale_banner(html_dir: Path, lines: list[str] | None = None) -> bool:
     return bool(lines)
 
 
+def note_portability(html_dir: Path, results_root: Path) -> str:
+    """Write portability.html (the cross-GPU table of the results under `results_root`) and its summary
+    line into html_dir, for portability_panel; returns the line, "" where fewer than two GPU types
+    have pytest runs (nothing is written then)."""
+    import html
+
+    from . import fleet, gate, report
+
+    html_dir = Path(html_dir)
+    for stale in (html_dir / PORTABILITY, html_dir / PORTABILITY_LINE):
+        stale.unlink(missing_ok=True)
+    try:
+        frame = fleet.portability_of(report.load(Path(results_root)))
+    except (OSError, ValueError) as exc:  # the dashboard still publishes; the reason is printed, not lost
+        print(f"mlpbench: no cross-GPU panel on the dashboard: {exc}", file=sys.stderr)
+        return ""
+    if frame.empty:
+        return ""
+    line = fleet.portability_summary(frame)
+    (html_dir / PORTABILITY).write_text(
+        "<!doctype html><meta charset='utf-8'><title>Across machines</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
+        f"<h1>Across machines: each ratio against what the ceilings predict</h1><p>{html.escape(line)}</p>"
+        f"<p>{html.escape(fleet.PORTABILITY_NOTE.format(floor=gate.FLOOR))}</p>"
+        f"{fleet.portability_table(frame).html()}<p><a href='index.html'>back to the dashboard</a></p>",
+        encoding="utf-8")
+    (html_dir / PORTABILITY_LINE).write_text(json.dumps(line))
+    return line
+
+
+def portability_panel(html_dir: Path) -> bool:
+    """A panel at the bottom right of index.html with the portability line noted in html_dir and a
+    link to portability.html; returns whether there was one. Idempotent."""
+    import html
+
+    html_dir = Path(html_dir)
+    page = html_dir / "index.html"
+    text = re.sub(rf'\s*<div id="{PANEL_ID}".*?</div>', "", page.read_text(encoding="utf-8"), flags=re.S)
+    noted = html_dir / PORTABILITY_LINE
+    line = json.loads(noted.read_text()) if noted.is_file() else ""
+    if line:
+        panel = (f'<div id="{PANEL_ID}" style="position:fixed;bottom:8px;right:8px;z-index:2000;max-width:40em;'
+                 f'background:#d9edf7;color:#31708f;padding:8px 16px;border:1px solid #bce8f1">'
+                 f'<strong>Across machines.</strong> {html.escape(line)} '
+                 f'<a href="{PORTABILITY}">The cross-GPU table</a></div>')
+        text, n = re.subn(r"(<body\b[^>]*>)", lambda m: m.group(1) + "\n    " + panel, text, count=1)
+        if n != 1:
+            raise DashboardError(f"{page}: no <body> tag to put the portability panel in")
+    page.write_text(text, encoding="utf-8")
+    return bool(line)
+
+
 def finish(html_dir: Path) -> list[str]:
     """All of the above; returns the benchmarks dropped from index.json."""
     dropped = drop_empty_benchmarks(html_dir)
     note_values_with_data(html_dir)
     inject_script(html_dir)
     stale_banner(html_dir)
+    portability_panel(html_dir)
     return dropped

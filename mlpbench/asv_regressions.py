@@ -89,6 +89,8 @@ def publish(cls, conf, repo, benchmarks, graphs, revisions) -> None:
     # Silence is an alert: the nightly's machines that stored nothing lately head the dashboard.
     machines = fleet.fleet_machines(conf.results_dir)
     asv_dashboard.note_stale(conf.html_dir, fleet.stale_lines(Path(conf.results_dir), machines))
+    # The cross-GPU view reads the pytest runs beside ASV's results (results/pytest next to results/asv).
+    asv_dashboard.note_portability(conf.html_dir, Path(conf.results_dir).parent)
 
 
 def setup() -> None:

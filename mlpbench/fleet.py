@@ -104,6 +104,152 @@ def markdown(wide: pd.DataFrame) -> str:
     return "" if wide.empty else table(wide).markdown() + "\n\n" + NOTE
 
 
+# --- portability: is each case's ratio between two machines what their ceilings predict? ---------
+
+# A case reaching less than this fraction of its roofline on every machine is bound by launches or
+# latency, which neither ceiling describes: it gets no prediction, rather than a false alarm.
+LATENCY_FRACTION = 0.5
+NOISE_MULTIPLE = 3.0  # as the gate's: standard deviations of a spread before a case is called an outlier
+
+
+def _roofline_s(flops, nbytes, dtype: str, ceiling: dict) -> float:
+    """The fewest seconds the case can take on a machine: its FLOPs at the GEMM ceiling of its dtype or
+    its bytes at the copy ceiling, whichever is longer (a memory-bound op does no GEMM: flops 0)."""
+    gemm, copy = ceiling.get(f"gemm_{dtype}_flops"), ceiling.get("copy_bandwidth_Bps")
+    parts = [w / c for w, c in ((flops, gemm), (nbytes, copy)) if w and c and not pd.isna(w)]
+    return max(parts) if parts else math.nan
+
+
+def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
+    """One row per case that pytest runs measured on two machines with ceilings, for each pair of
+    machines (alphabetical: h100 over h200): the measured device-time ratio, the ratio the two
+    machines' ceilings predict from the case's roofline time (_roofline_s), their quotient
+    (`departure`), the median departure of the cases of its bound on that pair (`class_departure`,
+    the error the ceilings share), the case's departure beyond it (`beyond_class`), the allowance it
+    is judged by and the verdict.
+
+    The allowance is the two machines' between-run noise of the case combined (`noise`: {machine:
+    {case id: allowance}}, between_runs.load, each already NOISE_MULTIPLE standard deviations), and at
+    least gate.FLOOR: a case departing beyond its class by more is "not portable", a case that runs
+    relatively worse (or better) on one machine than the hardware and its peers explain. A machine without a noise figure for the case counts the
+    floor alone, and `noise_from` says so."""
+    from . import gate
+
+    noise = noise or {}
+    with_ceilings = {m for m, c in ceilings.items() if c and c.get("copy_bandwidth_Bps")}
+    pytest_rows = df[(df["source"] == "pytest") & (df["metric"] == DEVICE_TIME["pytest"])
+                     & df["machine"].isin(with_ceilings)]
+    wide = side_by_side(pytest_rows, ceilings)
+    if wide.empty:
+        return pd.DataFrame()
+    work = df.dropna(subset=["flops", "bytes"]).drop_duplicates(CASE, keep="last").set_index(CASE)[["flops", "bytes"]]
+    machines = sorted(wide["device_time_s"].columns)
+    rows = []
+    for i, a in enumerate(machines):
+        for b in machines[i + 1:]:
+            for (_, *case), r in wide.iterrows():
+                ta, tb = r[("device_time_s", a)], r[("device_time_s", b)]
+                if pd.isna(ta) or pd.isna(tb) or tuple(case) not in work.index:
+                    continue
+                flops, nbytes = work.loc[tuple(case)]
+                op, variant, dtype, shape = case
+                ra = _roofline_s(flops, nbytes, dtype, ceilings[a])
+                rb = _roofline_s(flops, nbytes, dtype, ceilings[b])
+                case_id = "/".join(case)
+                out = {"case": case_id, "op": op, "pair": f"{a}/{b}", "measured": ta / tb,
+                       "predicted": math.nan, "departure": math.nan, "allowance": math.nan, "noise_from": "",
+                       "verdict": "no roofline"}
+                if not (pd.isna(ra) or pd.isna(rb)):
+                    out["bound"] = "compute" if flops and ceilings[a].get(f"gemm_{dtype}_flops") and \
+                        flops / ceilings[a][f"gemm_{dtype}_flops"] >= nbytes / ceilings[a]["copy_bandwidth_Bps"] else "memory"
+                    if max(ra / ta, rb / tb) < LATENCY_FRACTION:
+                        out["verdict"] = "latency-bound"
+                    else:
+                        known = [noise.get(m, {}).get(case_id) for m in (a, b)]
+                        allowance = max(gate.FLOOR, math.hypot(*(k or 0.0 for k in known)))
+                        out |= {"predicted": ra / rb, "departure": out["measured"] / (ra / rb),
+                                "allowance": allowance, "verdict": "judged",
+                                "noise_from": " and ".join(m for m, k in zip((a, b), known) if k) or "floor only"}
+                rows.append(out)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    # Each ceiling is one kernel at one operating point (an 8192³ GEMM, a 1 GiB copy), and every case of
+    # a bound shares its error: the class's median departure is that shared part, and a case is judged
+    # by how far it departs beyond it.
+    judged = frame["verdict"] == "judged"
+    frame["class_departure"] = frame[judged].groupby(["pair", "bound"])["departure"].transform("median")
+    frame["beyond_class"] = frame["departure"] / frame["class_departure"]
+    # What the roofline leaves unexplained for a typical case of the class (cache residency, launch
+    # latency, a kernel's own efficiency): a robust spread of log(beyond_class), MAD scaled to one
+    # standard deviation, of which NOISE_MULTIPLE widen the allowance as the gate's noise does.
+    logs = frame.loc[judged, "beyond_class"].map(math.log)
+    spread = logs.abs().groupby([frame.loc[judged, "pair"], frame.loc[judged, "bound"]]).transform("median") * 1.4826
+    frame.loc[judged, "allowance"] = [max(a, math.expm1(NOISE_MULTIPLE * s)) for a, s in
+                                      zip(frame.loc[judged, "allowance"], spread)]
+    far = frame["beyond_class"].map(lambda d: abs(math.log(d)) if not pd.isna(d) else 0.0) > \
+        frame["allowance"].map(lambda x: math.log1p(x) if not pd.isna(x) else math.inf)
+    frame.loc[judged, "verdict"] = "as predicted"
+    frame.loc[judged & far, "verdict"] = "not portable"
+    frame["distance"] = frame["beyond_class"].map(lambda d: abs(math.log(d)) if not pd.isna(d) else -1.0)
+    return frame.sort_values(["pair", "distance"], ascending=[True, False], kind="stable").drop(columns="distance")
+
+
+PORTABILITY_NOTE = (
+    "measured: the first machine's device time over the second's, from each machine's newest pytest run; "
+    "predicted: the same ratio of the case's roofline time (its FLOPs at the GEMM ceiling of its dtype or its "
+    "bytes at the copy ceiling, whichever is longer, each machine's own in-run ceilings); departure: measured "
+    "over predicted. not portable: the departure is beyond the two machines' between-run noise of the "
+    f"case combined (at least the gate's {{floor:.0%}} floor); latency-bound: under {LATENCY_FRACTION:.0%} of its "
+    "roofline on both, which no ceiling predicts.")
+
+
+def portability_table(frame: pd.DataFrame, verdicts: tuple[str, ...] | None = None) -> tables.Table:
+    """The portability rows as a table, the cases furthest from their prediction first; `verdicts`
+    keeps only rows of those verdicts."""
+    if frame.empty:
+        return tables.Table([], [])
+    shown = frame if verdicts is None else frame[frame["verdict"].isin(verdicts)]
+
+    def ratio(x):
+        return "—" if pd.isna(x) else f"{x:.3f}"
+    rows = [[r.case, r.pair, ratio(r.measured), ratio(r.predicted), ratio(r.departure),
+             "—" if pd.isna(r.allowance) else f"±{r.allowance:.1%} ({r.noise_from})",
+             r.verdict] for r in shown.itertuples()]
+    return tables.Table(["case", "machines", "measured", "predicted", "departure", "allowance", "verdict"], rows)
+
+
+def portability_summary(frame: pd.DataFrame) -> str:
+    """One line: how many cases of each pair were judged, and how many are not portable."""
+    if frame.empty:
+        return ""
+    parts = []
+    for pair, g in frame.groupby("pair"):
+        counts = g["verdict"].value_counts()
+        parts.append(f"{pair}: {counts.get('not portable', 0)} of {int(g['predicted'].notna().sum())} cases "
+                     f"with a prediction are not portable ({counts.get('latency-bound', 0)} latency-bound, "
+                     "not judged)")
+    return "; ".join(parts) + "."
+
+
+def portability_of(data) -> pd.DataFrame:
+    """portability() of a loaded results folder (report.Loaded), each machine's between-run noise
+    read beside its results (results/between-runs/<machine>.json)."""
+    from . import between_runs
+
+    noise = {m: between_runs.load(data.root, m) for m in data.machines}
+    return portability(data.measurements, data.ceilings, noise)
+
+
+def portability_markdown(frame: pd.DataFrame) -> str:
+    from . import gate
+
+    if frame.empty:
+        return ""
+    return (portability_summary(frame) + "\n\n" + portability_table(frame).markdown() + "\n\n"
+            + PORTABILITY_NOTE.format(floor=gate.FLOOR))
+
+
 # --- silence is an alert: machines that stopped storing results -----------------------------------
 
 STALE_HOURS = 36  # a nightly machine is silent when its newest stored measurement is older than this

@@ -875,8 +875,13 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                                          "an older timing-method version.")] + [("plot", *h) for h in history]))
     across = fleet.side_by_side(df, data.ceilings)
     if not across.empty and len(across["device_time_s"].columns) > 1:
+        portable = fleet.portability_of(data)
         out.append(("Across machines", [("text", "The same case on every machine, the case furthest behind on "
-                                                 "one of them first. " + fleet.NOTE), ("table", fleet.table(across))]))
+                                                 "one of them first. " + fleet.NOTE), ("table", fleet.table(across))]
+                    + ([("h3", "Portability: each ratio against what the ceilings predict"),
+                        ("text", fleet.portability_summary(portable) + " "
+                         + fleet.PORTABILITY_NOTE.format(floor=gate.FLOOR)),
+                        ("table", fleet.portability_table(portable))] if not portable.empty else [])))
     out.append(("Per-op tables", [("text", "Cells: median time in µs · GB/s (GeLU·mul) or TFLOP/s (GEMM ops) · "
                                            f"speedup over {tables.BASELINES} of the same run.")]
                 + [part for m in machines for op in registry.OPS

@@ -120,3 +120,53 @@ def test_the_report_sets_machines_side_by_side_when_it_has_several(tmp_path):
     assert [r[0].split("/")[0] for r in t.rows[:2]] == ["gelu_mul", "gelu_mul"]
     assert t.rows[0][-1] == "slowbox" and t.rows[0][-2] == "2.00×"
     assert all(r[-2] == "1.00×" for r in t.rows[2:]), t.rows
+
+
+def _portability_frame(fractions: dict):
+    """pytest rows only: each (machine, case) at the fraction of its roofline `fractions` gives, else 0.8."""
+    rows = []
+    for machine in CEILINGS:
+        for i, case in enumerate(CASES):
+            f = fractions.get((machine, case), 0.8)
+            rows.append({**_row("pytest", machine, None, None, GELU, _roof(case, machine) / f, False),
+                         **dict(zip(("op", "variant", "dtype", "shape_id"), case)), "flops": 0, "bytes": MOVED[case]})
+    return pd.DataFrame(rows)
+
+
+# Eight memory-bound cases (one op, several shapes), so the class has a median and a spread.
+CASES = [("gelu_mul", v, "bf16", f"t{t}-h3072") for v in ("ours", "eager") for t in (1024, 2048, 4096, 8192)]
+MOVED = {c: 3 * int(c[3].split("-")[0][1:]) * 3072 * 2 for c in CASES}  # gate and up read, out written
+
+
+def _roof(case, machine):
+    return MOVED[case] / CEILINGS[machine]["copy_bandwidth_Bps"]
+
+
+def test_a_case_whose_ratio_the_ceilings_explain_is_as_predicted_and_an_outlier_is_not_portable():
+    slow = CASES[3]  # at 40% of its roofline on the h100, 80% on the h200: twice what the ceilings predict
+    jitter = {("h100", c): 0.8 * (1 + 0.01 * (i % 3 - 1)) for i, c in enumerate(CASES) if c != slow}
+    frame = fleet.portability(_portability_frame({("h100", slow): 0.4, **jitter}), CEILINGS)
+    by_case = frame.set_index("case")
+    assert set(by_case["pair"]) == {"h100/h200"}
+    assert by_case.loc["/".join(slow), "verdict"] == "not portable"
+    assert by_case.loc["/".join(slow), "predicted"] == pytest.approx(4.0 / 3.0)
+    assert by_case.loc["/".join(slow), "measured"] == pytest.approx(2 * 4.0 / 3.0)
+    others = by_case.drop("/".join(slow))
+    assert (others["verdict"] == "as predicted").all(), others[["departure", "allowance"]]
+    assert frame.iloc[0]["case"] == "/".join(slow)  # the furthest from its prediction first
+    assert "1 of 8 cases with a prediction are not portable" in fleet.portability_summary(frame)
+
+
+def test_a_case_far_below_its_roofline_everywhere_is_latency_bound_not_judged():
+    tiny = CASES[0]
+    frame = fleet.portability(_portability_frame({("h100", tiny): 0.05, ("h200", tiny): 0.03}), CEILINGS)
+    row = frame.set_index("case").loc["/".join(tiny)]
+    assert row["verdict"] == "latency-bound" and pd.isna(row["predicted"])
+
+
+def test_noise_widens_the_allowance_and_says_whose_it_is():
+    case = "/".join(CASES[1])
+    frame = fleet.portability(_portability_frame({}), CEILINGS, {"h200": {case: 0.5}})
+    row = frame.set_index("case").loc[case]
+    assert row["allowance"] == pytest.approx(0.5) and row["noise_from"] == "h200"
+    assert frame.set_index("case").loc["/".join(CASES[2]), "noise_from"] == "floor only"
