@@ -306,10 +306,29 @@ def _fmt(x, metric: str = "") -> str:
     return f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
 
 
+def note_noise(rows: list[dict], results_root: Path) -> None:
+    """Each row's `noise`, as the gate's verdicts carry it (gate.note_noise): the noise file its machine
+    read, else the warning that its thresholds are the floors and its rounds' own spread alone."""
+    from . import between_runs, gate
+
+    found: dict = {}
+    for r in rows:
+        if (m := r.get("machine")) is None:
+            continue
+        if m not in found:
+            found[m] = between_runs.locate(results_root, m)
+        r["noise"] = str(found[m]) if found[m] else gate.MISSING_NOISE + between_runs.missing_line(m, results_root)
+
+
 def markdown(rows: list[dict], base: str, head: str, rounds: int) -> str:
+    from . import gate
+
     reg = sum(r["verdict"] == "regression" for r in rows)
     imp = sum(r["verdict"] == "improvement" for r in rows)
-    lines = [MARKER, f"**mlpbench ab** {base[:10]} → {head[:10]}: {len(rows)} rows, {reg} regressed, {imp} improved "
+    warnings = list(dict.fromkeys(r["noise"].removeprefix(gate.MISSING_NOISE) for r in rows
+                                  if r.get("noise", "").startswith(gate.MISSING_NOISE)))
+    lines = [MARKER, *[f"**Warning:** {w}." for w in warnings],
+             f"**mlpbench ab** {base[:10]} → {head[:10]}: {len(rows)} rows, {reg} regressed, {imp} improved "
              f"({rounds} alternating processes per side; samples pooled; the gate's test)", "",
              "| case | metric | base median | head median | ratio | 99% interval | threshold (from) | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -460,6 +479,7 @@ def run(args, root: Path) -> int:
         sides = measure(args, repo, shas, work, tier)
         rows = judge(sides["base"], sides["head"], None if args.threshold is None else args.threshold / 100,
                      results_root=repo / "results", codegen_root=work)
+        note_noise(rows, repo / "results")
     except ABInputError as exc:
         print(f"mlpbench: error: {exc}", file=sys.stderr)
         return 2

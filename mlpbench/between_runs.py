@@ -31,7 +31,9 @@ reference run (log distance). Each figure (device, one box, host) is inherited f
 case that has that figure. A case that no reference run measured keeps the within-run rule alone.
 
 The measurement lives in results/between-runs/<machine>.json, written by `scripts/aa.py
---between` from the runs it names; a machine without one keeps the within-run rule alone.
+--between` from the runs it names, and is found beside the results read, else in the repository's
+own results/ (`locate`); a machine without one keeps the within-run rule alone, and every verdict
+of it says so (`missing_line`).
 
 File format (`version`): 1 holds device time only; 2 adds `host_method` and, per case,
 `host_time_back_to_back` = {runs, box_id, medians_s, log_sd, allowance}, from the runs of one box;
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -63,8 +66,38 @@ INHERITS = "inherits"  # a figure copied from the measured case it names
 ONE_BOX = "one_box"  # a case's entry for device time's spread within boxes
 
 
+# The repository's own results folder: where a machine's noise is found when the results being read
+# are a copy elsewhere (a CI artifact, another checkout's results/asv) with no between-runs/ beside them.
+# MLPBENCH_OWN_RESULTS names another (the tests name an empty one: they never read the checkout's).
+OWN_RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def _own_results() -> Path:
+    return Path(os.environ.get("MLPBENCH_OWN_RESULTS") or OWN_RESULTS)
+
+
 def path_for(results_root: Path, machine: str) -> Path:
     return Path(results_root) / FOLDER / f"{machine}.json"
+
+
+def locate(results_root: Path | None, machine: str) -> Path | None:
+    """The noise file of `machine`: beside the results read (`results_root`/between-runs/), else the
+    repository's own (OWN_RESULTS); None where neither exists. One lookup for check, ab and the nightly,
+    so the same results give the same verdicts wherever they lie."""
+    if results_root is None:
+        return None
+    for root in (Path(results_root), _own_results()):
+        if (found := path_for(root, machine)).is_file():
+            return found
+    return None
+
+
+def missing_line(machine: str, results_root: Path | None) -> str:
+    """What a verdict of `machine` says when it has no noise file: where it looked and what it uses."""
+    places = [path_for(r, machine) for r in (Path(results_root), _own_results())] if results_root is not None else []
+    shown = " or ".join(dict.fromkeys(str(p) for p in places))
+    return (f"no between-run noise for {machine} ({shown or 'none given'} not found): its thresholds are the floors and "
+            "within-run noise alone; scripts/aa.py --between writes one")
 
 
 def records(path: Path) -> dict[str, dict]:
@@ -215,10 +248,10 @@ def load_dof(results_root: Path | None, machine: str, figure: str = DEVICE, one_
 def _entries(results_root: Path | None, machine: str, figure: str, one_box: bool) -> dict[str, dict]:
     if figure not in (DEVICE, HOST):
         raise ValueError(f"between-run noise of {figure!r}: only {DEVICE} and {HOST} are measured")
-    if results_root is None:
+    if results_root is None:  # explicitly none: the within-run rule alone
         return {}
-    path = path_for(results_root, machine)
-    if not path.exists():
+    path = locate(results_root, machine)
+    if path is None:
         return {}
     try:
         doc = json.loads(path.read_text())

@@ -125,6 +125,9 @@ class Verdict:
     head_box: str | None = None
     # the commit host time was compared with where it is not the base's (host_on_one_box)
     host_base: str | None = None
+    # the between-run noise file read for this machine (between_runs.locate), or, where there is none,
+    # the warning that says the thresholds are the floors and within-run noise alone
+    noise: str = ""
 
 
 def _noise(samples) -> float:
@@ -293,7 +296,26 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
     verdicts = [judge(b[k], h[k], threshold, gated(k), allowance(b[k], allowances, host), boxes(k))
                 for k in sorted(b.keys() & h.keys()) if k[1].rsplit(".", 1)[-1] not in (CODEGEN, BOX)]
     attribute(verdicts, b.values(), h.values(), codegen_root)
+    note_noise(verdicts, codegen_root)
     return verdicts
+
+
+def note_noise(verdicts: list[Verdict], results_root: Path | None) -> None:
+    """Set each verdict's `noise`: the noise file its machine's thresholds read, else the warning that
+    there is none (between_runs.missing_line), never a silent change of thresholds."""
+    found = {m: between_runs.locate(results_root, m) for m in {v.machine for v in verdicts}}
+    for v in verdicts:
+        where = found[v.machine]
+        v.noise = str(where) if where else MISSING_NOISE + between_runs.missing_line(v.machine, results_root)
+
+
+MISSING_NOISE = "warning: "  # how a verdict's `noise` begins where its machine has no noise file
+
+
+def noise_warnings(verdicts: list[Verdict]) -> list[str]:
+    """One line per machine whose verdicts read no noise file."""
+    return list(dict.fromkeys(v.noise.removeprefix(MISSING_NOISE) for v in verdicts
+                              if v.noise.startswith(MISSING_NOISE)))
 
 
 def attribute(verdicts: list[Verdict], base: list[Point], head: list[Point], codegen_root: Path | None) -> None:
@@ -411,7 +433,8 @@ def markdown(verdicts: list[Verdict]) -> str:
     tuned = [v for v in verdicts if v.verdict in AUTOTUNER.values()]
     apart = [v for v in verdicts if v.verdict.startswith("not compared")]
     host = [v for v in verdicts if v.boxes == "same box" and v.verdict == "unchanged"]
-    parts = [f"{len(verdicts)} benchmarks compared: {len(reg)} regressed, {len(imp)} improved, "
+    parts = [f"**Warning:** {line}." for line in noise_warnings(verdicts)]
+    parts += [f"{len(verdicts)} benchmarks compared: {len(reg)} regressed, {len(imp)} improved, "
              f"{len(tuned)} moved with the autotuner's pick (not failing), "
              f"{len(info)} moved but not gated (host and compile time), "
              f"{len(apart)} host-time figures not compared (base and head not measured on one box), "

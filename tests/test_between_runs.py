@@ -227,3 +227,22 @@ def test_unknown_boxes_are_not_counted_as_boxes():
     runs = [{CASE: {"device_time_s": 1e-4, **({"box_id": b} if b is not None else {})}} for b in (None, 0, 5)]
     (entry,) = between_runs.measure(runs).values()
     assert entry["boxes"] == 1
+
+
+def test_a_copy_of_the_results_finds_the_noise_of_the_repository_and_a_missing_file_is_said(tmp_path, monkeypatch):
+    own = tmp_path / "own"
+    (own / between_runs.FOLDER).mkdir(parents=True)
+    (own / between_runs.FOLDER / "h100.json").write_text(json.dumps(
+        {"version": 3, "machine": "h100", "cases": {"mlp/eager/bf16/t1-d768-h3072": {"allowance": 0.05}}}))
+    monkeypatch.setenv("MLPBENCH_OWN_RESULTS", str(own))
+    copy = tmp_path / "elsewhere"  # a copy of results/asv with no between-runs/ beside it
+    copy.mkdir()
+    assert between_runs.locate(copy, "h100") == own / between_runs.FOLDER / "h100.json"
+    assert between_runs.load(copy, "h100") == {"mlp/eager/bf16/t1-d768-h3072": 0.05}
+    beside = copy / between_runs.FOLDER
+    beside.mkdir()
+    (beside / "h100.json").write_text(json.dumps({"version": 3, "machine": "h100", "cases": {}}))
+    assert between_runs.load(copy, "h100") == {}  # the file beside the results read comes first
+    assert between_runs.locate(copy, "h200") is None
+    line = between_runs.missing_line("h200", copy)
+    assert "h200" in line and str(copy / between_runs.FOLDER / "h200.json") in line and "floors" in line

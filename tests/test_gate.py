@@ -359,3 +359,23 @@ def test_a_compiled_case_whose_code_did_not_change_is_a_plain_regression(tmp_pat
     _write_compiled(tmp_path, B, 2, 51.9e-6, 11, seed=2)
     (v,) = gate.compare(gate.load(tmp_path / "asv"), A[:7], B[:7], codegen_root=tmp_path)
     assert v.verdict == "regression" and v.cause is None
+
+
+def test_a_machine_without_a_noise_file_is_warned_of_in_the_markdown_and_the_json(results):
+    proc = _check("--results", str(results), "--base", "aaaa", "--head", "bbbb")
+    assert proc.stdout.startswith("**Warning:** no between-run noise for h200 ("), proc.stdout[:300]
+    assert "floors and within-run noise alone" in proc.stdout.splitlines()[0]
+    verdicts = json.loads(_check("--results", str(results), "--base", "aaaa", "--head", "bbbb", "--json").stdout)
+    assert verdicts and all(v["noise"].startswith("warning: no between-run noise for h200") for v in verdicts)
+
+
+def test_a_noise_file_beside_the_results_is_named_by_each_verdict(tmp_path):
+    asv = tmp_path / "results" / "asv"
+    _write(asv, A, 1, [36.5e-6, 220e-6], seed=1)
+    _write(asv, B, 2, [36.5e-6, 220e-6], seed=2)
+    noise = tmp_path / "results" / "between-runs" / "h200.json"
+    noise.parent.mkdir()
+    noise.write_text(json.dumps({"version": 3, "machine": "h200", "cases": {}}))
+    proc = _check("--results", str(asv), "--base", "aaaa", "--head", "bbbb", "--json")
+    assert {v["noise"] for v in json.loads(proc.stdout)} == {str(noise)}
+    assert "Warning" not in _check("--results", str(asv), "--base", "aaaa", "--head", "bbbb").stdout
