@@ -202,21 +202,25 @@ def failing(verdicts, confirmations: list[Confirmation]) -> list:
 
 def ab_measurer(repo: Path, threshold: float | None = None, rounds: int | None = None) -> Measure:
     """The real measurer: `mlpbench ab` of base against head for the targets, one selection per
-    op/variant/dtype (its shapes together, so the selection is exactly the flagged cases)."""
+    op and dtype: its flagged variants and shapes together. Each round is a fresh process whose start
+    (imports, kernel loads) costs more than measuring a case, so variants of one op share their rounds;
+    a case the cross product adds beyond the flagged ones is measured and not reported."""
     from . import ab
 
     labels = {label: method for method, label in METRIC.items()}
 
     def measure(base: str, head: str, targets: list[Target]) -> dict:
         shas = {"base": ab.resolve(repo, base), "head": ab.resolve(repo, head)}
-        groups: dict[tuple, list[str]] = {}
+        groups: dict[tuple, tuple[list[str], list[str]]] = {}
         for t in targets:
-            groups.setdefault((t.tier, t.op, t.variant, t.dtype), []).append(t.shape)
+            variants, shapes = groups.setdefault((t.tier, t.op, t.dtype), ([], []))
+            variants.append(t.variant)
+            shapes.append(t.shape)
         work = Path(tempfile.mkdtemp(prefix="mlpbench-confirm-"))
         found = {}
         try:
-            for k, ((tier, op, variant, dtype), shapes) in enumerate(groups.items()):
-                args = Namespace(op=[op], variant=[variant], dtype=[dtype], shape=sorted(set(shapes)),
+            for k, ((tier, op, dtype), (variants, shapes)) in enumerate(groups.items()):
+                args = Namespace(op=[op], variant=sorted(set(variants)), dtype=[dtype], shape=sorted(set(shapes)),
                                  rounds=rounds or ab.ROUNDS, results=None)
                 (work / str(k)).mkdir()
                 sides = ab.measure(args, repo, shas, work / str(k), tier)

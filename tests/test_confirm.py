@@ -163,24 +163,27 @@ def test_the_regressions_page_drops_box_noise(tmp_path, monkeypatch):
 
 
 def test_the_ab_measurer_measures_exactly_the_flagged_cases(tmp_path, monkeypatch):
-    """ab_measurer with ab's worktrees and processes stood in for: one selection per op/variant/dtype
-    with its flagged shapes, each target answered by its own metric's row."""
+    """ab_measurer with ab's worktrees and processes stood in for: one selection per op and dtype with
+    its flagged variants and shapes (rounds are shared), each target answered by its own metric's row."""
     from mlpbench import ab
 
     other, third = "gelu_mul/eager/fp32/t333-h3000", "gelu_mul/eager/fp32/t8192-h3072"
+    fourth = "linear/compiled/bf16/t1024-i32-o64"  # another variant of A's op and dtype: A's selection
     calls = []
     monkeypatch.setattr(ab, "resolve", lambda repo, rev: rev)
     monkeypatch.setattr(ab, "measure", lambda args, repo, shas, work, tier: calls.append(
         (args.op, args.variant, args.dtype, args.shape, tier)) or {"base": {}, "head": {}})
-    rows = {A: "regression", B: "unchanged", third: "improvement"}
+    rows = {A: "regression", B: "unchanged", third: "improvement", fourth: "unchanged"}
     monkeypatch.setattr(ab, "judge", lambda b, h, thr, **k: [{"case": c, "metric": "device time", "verdict": v}
                                                              for c, v in rows.items()])
-    targets = [t for t in (confirm.target(_verdict(c)) for c in (A, B, other, third)) if isinstance(t, confirm.Target)]
+    targets = [t for t in (confirm.target(_verdict(c)) for c in (A, B, other, third, fourth))
+               if isinstance(t, confirm.Target)]
     said = {k: r["verdict"] for k, r in confirm.ab_measurer(tmp_path)("b", "h", targets).items()}
     assert sorted(calls) == [(["gelu_mul"], ["eager"], ["fp32"], ["t333-h3000", "t8192-h3072"], "standard"),
-                             (["linear"], ["eager"], ["bf16"], ["t1024-i32-o64"], "standard"),
+                             (["linear"], ["compiled", "eager"], ["bf16"], ["t1024-i32-o64"], "standard"),
                              (["linear"], ["eager"], ["fp32"], ["t1024-i32-o64"], "standard")]
     assert said == {(A, "track_device_time"): "regression", (B, "track_device_time"): "unchanged",
+                    (fourth, "track_device_time"): "unchanged",
                     (other, "track_device_time"): "not measured", (third, "track_device_time"): "improvement"}
 
 
