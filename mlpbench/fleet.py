@@ -199,9 +199,11 @@ PORTABILITY_NOTE = (
     "measured: the first machine's device time over the second's, from each machine's newest pytest run; "
     "predicted: the same ratio of the case's roofline time (its FLOPs at the GEMM ceiling of its dtype or its "
     "bytes at the copy ceiling, whichever is longer, each machine's own in-run ceilings); departure: measured "
-    "over predicted. not portable: the departure is beyond the two machines' between-run noise of the "
-    f"case combined (at least the gate's {{floor:.0%}} floor); latency-bound: under {LATENCY_FRACTION:.0%} of its "
-    "roofline on both, which no ceiling predicts.")
+    "over predicted; beyond its bound's median: the departure over the median departure of the cases of its "
+    "bound (memory or compute), the error every such case shares with the ceilings. not portable: that is "
+    "beyond the allowance, the largest of the two machines' between-run noise of the case combined, three "
+    "robust standard deviations of the bound's cases and the gate's {floor:.0%} floor; latency-bound: under "
+    f"{LATENCY_FRACTION:.0%} of its roofline on both, which no ceiling predicts.")
 
 
 def portability_table(frame: pd.DataFrame, verdicts: tuple[str, ...] | None = None) -> tables.Table:
@@ -213,10 +215,11 @@ def portability_table(frame: pd.DataFrame, verdicts: tuple[str, ...] | None = No
 
     def ratio(x):
         return "—" if pd.isna(x) else f"{x:.3f}"
-    rows = [[r.case, r.pair, ratio(r.measured), ratio(r.predicted), ratio(r.departure),
+    rows = [[r.case, r.pair, ratio(r.measured), ratio(r.predicted), ratio(r.departure), ratio(r.beyond_class),
              "—" if pd.isna(r.allowance) else f"±{r.allowance:.1%} ({r.noise_from})",
              r.verdict] for r in shown.itertuples()]
-    return tables.Table(["case", "machines", "measured", "predicted", "departure", "allowance", "verdict"], rows)
+    return tables.Table(["case", "machines", "measured", "predicted", "departure", "beyond its bound's median",
+                         "allowance", "verdict"], rows)
 
 
 def portability_summary(frame: pd.DataFrame) -> str:
