@@ -5,4 +5,4 @@ Importing the package imports nothing and changes no environment variable: readi
 Triton and huggingface_hub read are set by the entry points (mlpbench/environment.py).
 """
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
