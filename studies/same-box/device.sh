@@ -12,6 +12,9 @@
 # The nightly steps measure the cases PAIR_CASES or BISECT_CASES select (MLPBENCH_CASES) of the
 # classes BENCH; PAIR_ARGS adds nightly options to `pair` (e.g. --threshold 1, where the gate's own
 # thresholds flag nothing between the two boxes and there is nothing to confirm).
+# BASE_REV (default main) is the base commit that `record` measures, `trials` takes as its base and
+# each night returns to; PAIR_REV (default demo/twin) is what `pair` measures: a later commit of the
+# same measured code (where the base night came from an earlier commit, say) serves as well.
 #
 # Usage: bash studies/same-box/device.sh OUTDIR STEP ...   (after scripts/gpu_run.sh OUTDIR commit,
 # which rebuilds main and fetches the demo branches from .commits/demo.bundle; studies/same-box/demo.sh
@@ -25,6 +28,8 @@ export PYTHONUNBUFFERED=1
 BENCH=${BENCH:-'^standard\.Mlp(Device|Codegen)\.'}
 PAIR_CASES=${PAIR_CASES:-'^mlp/(eager|compiled|liger|ours|dualgemm)/bf16/'}
 BISECT_CASES=${BISECT_CASES:-'^mlp/(eager|liger|ours)/bf16/t8192-d768-h3072$'}
+BASE_REV=${BASE_REV:-main}
+PAIR_REV=${PAIR_REV:-demo/twin}
 
 night() {  # night NAME REV CASES [nightly options]: the nightly of REV, its files copied to $out/NAME/
     local name=$1 rev=$2 cases=$3
@@ -39,19 +44,19 @@ night() {  # night NAME REV CASES [nightly options]: the nightly of REV, its fil
     cp results/asv/*/"$(git rev-parse HEAD | cut -c1-8)"-*.json "$out/$name/" 2>/dev/null
     cp -r results/confirmations "$out/$name/" 2>/dev/null
     cp results/nightly/*.json "$out/$name/" 2>/dev/null  # the night's wall-time history, reset by the checkout
-    git checkout -q -f main
+    git checkout -q -f "$BASE_REV"
 }
 
 [ -x /usr/bin/time ] || { echo "device.sh: /usr/bin/time is missing (it times each step)"; exit 2; }
 python3 -m asv machine --yes > /dev/null 2>&1
 for step in "$@"; do
     case $step in
-    record) night record main "$PAIR_CASES" --no-confirm ;;
-    pair) night pair demo/twin "$PAIR_CASES" ${PAIR_ARGS:-} ;;
+    record) night record "$BASE_REV" "$PAIR_CASES" --no-confirm ;;
+    pair) night pair "$PAIR_REV" "$PAIR_CASES" ${PAIR_ARGS:-} ;;
     bisect) night bisect demo/bisect "$BISECT_CASES" ;;
     trials)
         mkdir -p "$out/trials"
-        /usr/bin/time -f "trials wall %e s" python3 -m mlpbench.cli ab --base main --head demo/plant \
+        /usr/bin/time -f "trials wall %e s" python3 -m mlpbench.cli ab --base "$BASE_REV" --head demo/plant \
             --op mlp --op gelu_mul --variant eager --variant ours --dtype bf16 \
             --shape t8192-d768-h3072 --shape t1-h16384 --rounds "${ROUNDS:-8}" --paired \
             --results "$out/trials/rounds" --markdown "$out/trials/ab.md" > "$out/trials/ab.log" 2>&1
