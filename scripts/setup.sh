@@ -5,6 +5,8 @@
 # site-packages and torch is not reinstalled. Elsewhere torch is pinned to 2.13.0, the CPU build
 # whose torch.compile works here (2.14.1 fails inside Inductor; an unpinned torch pulls a CUDA
 # build of several GB).
+# It then writes each kernel repository's build/torch-universal/ (kernels_local/build.py --all), so that
+# `kernels.get_local_kernel(Path("kernels_local/gelu_mul"))` loads it from the checkout.
 # Usage: bash scripts/setup.sh            (PYTHON=python3.12 bash scripts/setup.sh to choose)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +28,9 @@ fi
 isolation=()
 .venv/bin/python -c "import setuptools" 2>/dev/null && isolation=(--no-build-isolation)
 .venv/bin/python -m pip install -q "${isolation[@]}" -e ".[test,model]"
+# A kernel repository's loadable variant is generated from its torch-ext/ and git-ignored, as in
+# kernels-community's repositories; mlpbench itself loads a copy it keeps in a cache, but a user who
+# passes the repository's path to kernels.get_local_kernel needs it here. After editing torch-ext/,
+# run this again (`--check` tells whether it is due).
+.venv/bin/python kernels_local/build.py --all
 echo "setup: ready: $(.venv/bin/python -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda" if torch.cuda.is_available() else "cpu")')"
