@@ -369,19 +369,21 @@ def _env(tree: Path) -> dict:
 def _preflight(tree: Path, tier: str, args, name: str) -> None:
     """The worktree's own registry validates the selection, and its mlpbench must be what imports."""
     code = ("import json, sys, mlpbench; from mlpbench import registry as r\n"
-            "try: n = len(r.select(*json.loads(sys.argv[1])))\n"
+            "sel = json.loads(sys.argv[1])\n"
+            "try: n = len(r.select(*sel))\n"
             "except r.SelectionError as e: sys.exit(f'{e}')\n"
-            "print(json.dumps([mlpbench.__file__, n]))")
+            "why = r.why_no_case(*sel) if not n and hasattr(r, 'why_no_case') else None\n"
+            "print(json.dumps([mlpbench.__file__, n, why]))")
     sel = [tier] + [getattr(args, f) for f in ("op", "variant", "dtype", "shape")]
     out = subprocess.run([sys.executable, "-c", code, json.dumps(sel)], cwd=tree, env=_env(tree),
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise ABInputError(f"at {name}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
-    where, n = json.loads(out.stdout.strip().splitlines()[-1])
+    where, n, *why = json.loads(out.stdout.strip().splitlines()[-1])
     if not Path(where).resolve().is_relative_to(tree.resolve()):
         raise ABInputError(f"at {name}: mlpbench imports from {where}, not from the worktree {tree}")
     if not n:
-        raise ABInputError(f"at {name}: the selection matches no case of tier {tier!r}")
+        raise ABInputError(f"at {name}: {why[0] if why and why[0] else f'the selection matches no case of tier {tier!r}'}")
 
 
 def _measure(tree: Path, out: Path, tier: str, args) -> tuple[int, str]:

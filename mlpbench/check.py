@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
 from . import gate
+
+
+def _readable(folder: Path, what: str) -> list:
+    """The points of the ASV results folder `folder`; GateInputError, naming it and what it should hold,
+    when none has a value (an empty or wrong folder, or only unreadable or failed files)."""
+    points = gate.load(folder)
+    if not any(p.value is not None for p in points):
+        found = ("its ASV result files hold no measured value (every benchmark failed)" if points
+                 else "no readable ASV result file")
+        raise gate.GateInputError(f"{what} {folder}: {found}; expected <machine>/<commit>-<env>.json files, "
+                                  f"as `asv run` writes under results/asv/")
+    return points
 
 
 def run(args) -> int:
@@ -28,7 +41,7 @@ def run(args) -> int:
         warnings.simplefilter("always")
         warnings.showwarning = lambda msg, *a, **k: print(f"mlpbench: warning: {msg}", file=sys.stderr)
         try:
-            points = gate.load(args.results)
+            points = _readable(args.results, "--results")
             if args.last is not None:
                 steps = gate.history(points, args.last, args.machine, threshold, codegen_root=args.results.parent)
                 for commit, v in steps:
@@ -36,10 +49,11 @@ def run(args) -> int:
                 if not steps:
                     print(f"no regression over the last {args.last} commits with readable results")
                 return 1 if steps else 0
-            base_points = gate.load(args.base_results) if args.base_results else None
+            base_points = _readable(args.base_results, "--base-results") if args.base_results else None
             # results/codegen/ sits beside results/asv/ (asv_measure.measure_case writes it there)
+            # --base/--head: a hash prefix, or any revision git resolves in the repository of the results
             verdicts = gate.compare(points, args.base, args.head, args.machine, threshold, base_points,
-                                    codegen_root=args.results.parent)
+                                    codegen_root=args.results.parent, repo=gate.repository(args.results))
         except gate.GateInputError as exc:
             print(f"mlpbench: error: {exc}", file=sys.stderr)
             return 2

@@ -50,8 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--results", type=Path, default=ROOT / "results" / "asv", help="ASV results folder")
     chk.add_argument("--base-results", type=Path, metavar="DIR",
                      help="read the base from this ASV results folder instead (an A/A run of one commit, another box)")
-    chk.add_argument("--base", help="base revision (a prefix of a commit hash found in the results)")
-    chk.add_argument("--head", help="head revision (a prefix of a commit hash found in the results)")
+    chk.add_argument("--base", metavar="REV",
+                     help="base revision: any git revision (HEAD~1, a branch, a tag, a hash) that the results hold, "
+                          "resolved in the repository of --results (else the current one), or a prefix of a commit "
+                          "hash found in the results")
+    chk.add_argument("--head", metavar="REV", help="head revision, as --base")
     chk.add_argument("--last", type=int, metavar="N", help="history mode: check each step over the last N commits")
     chk.add_argument("--machine", help="only this ASV machine")
     chk.add_argument("--threshold", type=float, metavar="PCT",
@@ -110,6 +113,18 @@ def _check(args) -> int:
     return check.run(args)
 
 
+def nothing_readable(results: Path) -> str:
+    """The error of `mlpbench report` over a folder in which it read nothing: the folder, what it expected
+    there, and the folder above it where that one holds pytest/ or asv/ (`--results results/asv`)."""
+    said = (f"no readable results in {results}: expected pytest-benchmark files under {results / 'pytest'}/ "
+            f"(`mlpbench run`) or ASV result files under {results / 'asv'}/ (`asv run`)")
+    for above in (results.parent, results.parent.parent):  # results/asv, results/pytest/<machine>
+        if above != results and any((above / sub).is_dir() for sub in ("pytest", "asv")) and \
+                results.resolve().is_relative_to(above.resolve()):
+            return said + f"; --results takes the folder holding pytest/ and asv/: did you mean {above}?"
+    return said
+
+
 def _report(args) -> int:
     from . import report
 
@@ -127,7 +142,12 @@ def _report(args) -> int:
     # the pages are the report's sections for one machine: one load serves both
     with warnings.catch_warnings():
         warnings.simplefilter("always")
+        # one line per warning (an unreadable file, named), as `mlpbench check` prints them
+        warnings.showwarning = lambda msg, *a, **k: print(f"mlpbench: warning: {msg}", file=sys.stderr)
         data = report.load(args.results)
+        if not data.runs and data.outcomes.empty and not any(p.value is not None for _, p in data.points):
+            print(f"mlpbench: error: {nothing_readable(args.results)}", file=sys.stderr)
+            return 2
         paths = report.write(data, args.output) if args.output else []
         if args.pages:
             paths += pages.write(data, args.pages)

@@ -20,14 +20,17 @@ with a floor of its own (HOST_FLOOR) and its own between-run noise where A/A run
 the synchronised single call (`track_host_time`) is listed, not gated. On a CPU, host time is the
 only time: gated as device time is, whichever box of the machine measured it.
 
-Revisions are prefixes of the commit hashes found in the result files, so a results folder copied
-away from any git repository works.
+A revision is a prefix of a commit hash found in the result files, so a results folder copied away
+from any git repository works, or any revision git resolves (HEAD~1, a branch, a tag) in the
+repository holding the results folder, else the current directory's (`repository`), matched to the
+commits found in the results.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -87,14 +90,60 @@ def load(results_dir: Path) -> list[Point]:
     return [p for _, p in results.asv_points(results_dir)]
 
 
-def resolve(points: list[Point], rev: str) -> str:
+def repository(folder: Path | None) -> Path | None:
+    """The top of the git work tree holding `folder`, else of the current directory's; None outside any."""
+    for where in ([Path(folder)] if folder is not None else []) + [Path.cwd()]:
+        where = where if where.is_dir() else where.parent
+        try:
+            top = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"], capture_output=True,
+                                 text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None  # no git here: prefixes of the results' hashes still work
+        if top.returncode == 0 and top.stdout.strip():
+            return Path(top.stdout.strip())
+    return None
+
+
+def git_commit(repo: Path | None, rev: str) -> str | None:
+    """The commit hash git resolves `rev` to in `repo`; None where there is no repository or no such commit."""
+    if repo is None or not rev or rev.startswith("-"):
+        return None
+    try:
+        found = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (found.stdout.strip() or None) if found.returncode == 0 else None
+
+
+SHOWN_COMMITS = 8  # commits a revision error lists, newest first
+
+
+def commits_found(points: list[Point]) -> str:
+    """The commits `points` hold, newest first, briefly: the first SHOWN_COMMITS and how many in all."""
+    commits = list(dict.fromkeys(c for _, c in sorted({(p.date, p.commit) for p in points}, reverse=True)))
+    shown = ", ".join(c[:8] for c in commits[:SHOWN_COMMITS]) or "none"
+    return shown + (f", … ({len(commits)} in all)" if len(commits) > SHOWN_COMMITS else "")
+
+
+def resolve(points: list[Point], rev: str, repo: Path | None = None) -> str:
+    """The commit of `points` that `rev` names: a prefix of one commit hash found in them, else what git
+    resolves `rev` to in `repo` (HEAD~1, a branch, a tag), when the results hold that commit.
+    GateInputError, naming `rev` and the commits found, otherwise."""
     commits = sorted({p.commit for p in points})
     hits = [c for c in commits if c.startswith(rev)]
-    if len(hits) != 1:
-        known = ", ".join(c[:8] for c in commits) or "none"
-        what = "matches no commit" if not hits else f"is ambiguous ({len(hits)} commits)"
-        raise GateInputError(f"revision {rev!r} {what} in these results; commits found: {known}")
-    return hits[0]
+    if len(hits) == 1:
+        return hits[0]
+    full = git_commit(repo, rev)
+    if full is not None and full in commits:
+        return full
+    what = "matches no commit" if not hits else f"is ambiguous ({len(hits)} commits)"
+    if full is not None:  # a commit git knows, never measured here
+        said = f"revision {rev!r} (commit {full[:8]} in {repo}) {what} in these results"
+    else:
+        said = f"revision {rev!r} {what} in these results" + (
+            f" and is not a revision git knows in {repo}" if repo is not None else "")
+    raise GateInputError(f"{said}; commits found, newest first: {commits_found(points)}")
 
 
 @dataclass
@@ -247,8 +296,9 @@ def boxes_of(points) -> dict[tuple, int]:
 
 def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | None = None,
             threshold: float | None = None, base_points: list[Point] | None = None,
-            codegen_root: Path | None = None) -> list[Verdict]:
-    """Verdicts for head against base. `base_points`, when given, hold the base (another results
+            codegen_root: Path | None = None, repo: Path | None = None) -> list[Verdict]:
+    """Verdicts for head against base, each revision a commit hash's prefix or one git resolves in `repo`
+    (resolve). `base_points`, when given, hold the base (another results
     folder: a second run of the same commit, for an A/A check, or another box's results).
     `codegen_root`: the results root (results/), holding codegen/<fingerprint>.json, for saying what
     changed in a compiled case's generated code, and between-runs/<machine>.json, the cases'
@@ -256,7 +306,7 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
     case's BOX points of base and head name one box (judge's `boxes`)."""
     head_points = points
     base_points = points if base_points is None else base_points
-    base, head = resolve(base_points, base_rev), resolve(head_points, head_rev)
+    base, head = resolve(base_points, base_rev, repo), resolve(head_points, head_rev, repo)
     points = base_points + head_points
     if machine is not None and machine not in {p.machine for p in points}:
         known = ", ".join(sorted({p.machine for p in points}))

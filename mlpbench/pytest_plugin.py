@@ -156,14 +156,13 @@ def selected_cases(config) -> list[registry.Case]:
     tier = selected_tier(config)
     from mlpbench import shards
 
+    given = {"ops": config.getoption("--op"), "variants": config.getoption("--variant"),
+             "dtypes": config.getoption("--dtype"), "shapes": config.getoption("--shape")}
     try:
-        return shards.pick(registry.select(
-            tier,
-            ops=config.getoption("--op"),
-            variants=config.getoption("--variant"),
-            dtypes=config.getoption("--dtype"),
-            shapes=config.getoption("--shape"),
-        ), config.getoption("--shard"))
+        cases = registry.select(tier, **given)
+        if not cases:  # a valid value of another tier, say which (rather than one skipped empty test)
+            raise registry.SelectionError(registry.why_no_case(tier, **given))
+        return shards.pick(cases, config.getoption("--shard"))
     except (registry.SelectionError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
 

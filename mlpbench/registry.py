@@ -17,7 +17,7 @@ from .ops import DTYPES, HALF, ROLES, TIERS, Op, Shape, Variant, dims_id, discov
 
 __all__ = ["DTYPES", "HALF", "TIERS", "OPS", "SHAPES", "Case", "Op", "Shape", "Variant",
            "SelectionError", "all_cases", "all_variants", "select", "case_by_id", "case_id", "sequence_id", "dims_id",
-           "class_name", "variant_of"]
+           "class_name", "variant_of", "why_no_case"]
 
 OPS: dict[str, Op] = discover()
 # The variant suffix of a changing-shapes run whose compiler variant runs with dynamic=True
@@ -95,6 +95,45 @@ def select(tier: str = "quick", ops=None, variants=None, dtypes=None, shapes=Non
         and (not dtypes or c.dtype in dtypes)
         and (not shapes or c.shape.id in shapes)
     ]
+
+
+def _and(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def why_no_case(tier: str = "quick", ops=None, variants=None, dtypes=None, shapes=None) -> str:
+    """Why a valid selection (select's arguments) matches no case of `tier`, as one line: each value
+    given that is in other tiers, not this one, named with those tiers ("shape t8192-d768-h3072 is in
+    tiers standard and full, not quick"), and the smallest tier in which the whole selection matches
+    ("add --tier standard")."""
+    given = {"op": ops or [], "variant": variants or [], "dtype": dtypes or [], "shape": shapes or []}
+    key = {"op": lambda c: c.op, "variant": lambda c: c.variant, "dtype": lambda c: c.dtype,
+           "shape": lambda c: c.shape.id}
+
+    def in_tier(c: Case, t: str) -> bool:
+        return t in c.shape.tiers and variant_of(c).in_tier(t)
+
+    # A variant or shape belongs to ops: with --op given, only those ops' cases count for it.
+    cases = all_cases()
+    reasons = []
+    for kind, values in given.items():
+        pool = [c for c in cases if kind == "op" or not ops or c.op in ops]
+        for value in values:
+            mine = [c for c in pool if key[kind](c) == value]
+            tiers = [t for t in TIERS if any(in_tier(c, t) for c in mine)]
+            of = f" of op {_and(ops)}" if kind != "op" and ops else ""
+            if not mine:
+                reasons.append(f"op{'s' if len(ops) > 1 else ''} {_and(ops)} {'have' if len(ops) > 1 else 'has'} "
+                               f"no {kind} {value}" if of else f"no case has {kind} {value}")
+            elif tier not in tiers:
+                reasons.append(f"{kind} {value}{of} is in tier{'s' if len(tiers) > 1 else ''} {_and(tiers)}, "
+                               f"not {tier}")
+    if not reasons:
+        reasons.append("no case has all of " + "; ".join(f"{k} {', '.join(v)}" for k, v in given.items() if v))
+    other = next((t for t in TIERS if t != tier and select(t, ops, variants, dtypes, shapes)), None)
+    hint = f"; add --tier {other}" if other else ""
+    return f"the selection matches no case of tier {tier}: {'; '.join(reasons)}{hint}"
 
 
 def case_by_id(case_id: str) -> Case:

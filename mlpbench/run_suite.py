@@ -28,7 +28,8 @@ def run(args, root: Path) -> int:
         print(f"mlpbench: error: {exc}", file=sys.stderr)
         return 2
     if not cases:
-        print("mlpbench: error: the selection matches no case", file=sys.stderr)
+        print(f"mlpbench: error: {registry.why_no_case(tier, args.op, args.variant, args.dtype, args.shape)}",
+              file=sys.stderr)
         return 2
     workers = _precompile_workers(getattr(args, "precompile", "0"), cases)
     if workers is None:
