@@ -232,6 +232,7 @@ def test_asv_machine_yes_registers_the_same_entry_as_mlpbench(tmp_path):
     assert doc[entry["machine"]] == entry
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grouped", [False, True], ids=["plain", "grouped"])
 def test_benchmarks_json_discovered_here_equals_the_committed_one(tmp_path, grouped):
     # ASV rewrites results/asv/benchmarks.json from what it discovers; `asv publish` draws only what

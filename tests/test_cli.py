@@ -84,6 +84,7 @@ print(check, report, [m for m in ("torch", "triton") if m in sys.modules])
     assert (tmp_path / "report" / "report.html").is_file() and (tmp_path / "pages" / "h200.md").is_file()
 
 
+@pytest.mark.slow
 def test_run_measures_small_ops_in_one_process_and_writes_one_file(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "mlpbench.cli", "run", "--tier", "quick", "--op", "linear", "--op", "silu_mul",

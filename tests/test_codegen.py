@@ -56,6 +56,7 @@ def test_records_are_stored_by_fingerprint_and_read_back(tmp_path):
     assert codegen_record.load(12345.0, tmp_path) == rec and codegen_record.load(1, tmp_path) is None
 
 
+@pytest.mark.slow
 def test_a_compiled_case_is_compiled_in_fresh_caches_and_its_codegen_recorded():
     case = registry.case_by_id("gelu_mul/compiled/fp32/t333-h3000")
     seen = {}

@@ -27,6 +27,7 @@ def test_probe_refuses_a_case_that_does_not_compile():
         probe("gelu_mul/eager/fp32/t333-h3000")
 
 
+@pytest.mark.slow
 def test_probes_started_ahead_wait_until_all_are_ready_then_run_one_at_a_time():
     import time
 

@@ -105,6 +105,7 @@ def test_mlpbench_run_passes_paired_to_pytest(monkeypatch, tmp_path, capsys):
         assert "--paired: back-to-back host time is taken on a GPU only" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_real_workloads_of_one_case_pair_up():
     # the quick tier's SiLU·mul, ours (under the interpreter here) against eager, built and checked as cases
     ours = next(c for c in registry.select("quick", ops=["silu_mul"], variants=["ours"]))

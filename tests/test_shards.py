@@ -23,6 +23,7 @@ def test_bad_shard_specs_are_named(spec):
         shards.pick([1, 2], spec)
 
 
+@pytest.mark.slow
 def test_a_sharded_run_merges_into_one_result_set(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "mlpbench.cli", "run", "--tier", "quick", "--op", "gelu_mul", "--variant", "eager",

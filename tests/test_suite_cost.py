@@ -169,6 +169,7 @@ def test_store_keeps_this_machines_nightly_history_only(tmp_path):
     assert "results/nightly/h200.json" in on_branch and "results/nightly/h100.json" not in on_branch
 
 
+@pytest.mark.slow
 def test_processes_in_turn_start_at_once_and_measure_one_after_the_other(tmp_path, capfd):
     """Two pytest processes of one run: both start at once, the second waits for the first to exit before
     its first case, and its output is printed after the first's."""
