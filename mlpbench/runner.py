@@ -6,6 +6,7 @@ prepared, gated and measured the same way whichever runner asked for it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import os
@@ -46,7 +47,9 @@ def release_memory(allocated_before: int | None = None) -> None:
     first case, what is still alive (torch's, Inductor's and Triton's modules and the caches a first
     case builds) is frozen out of later collections (gc.freeze) for the same reason. Frozen objects are
     still freed when their last reference goes, but one that later becomes garbage inside a reference
-    cycle is never collected: at worst, once per process, what its first case left alive."""
+    cycle is never collected: at worst, once per process, what its first case left alive. They are
+    unfrozen at exit, so the interpreter's last collection frees them: Triton's nanobind bindings would
+    otherwise report the Triton objects among them as leaked."""
     import gc
 
     global _FROZEN
@@ -55,6 +58,7 @@ def release_memory(allocated_before: int | None = None) -> None:
         gc.collect()
     if not _FROZEN:
         gc.freeze()
+        atexit.register(gc.unfreeze)
         _FROZEN = True
     if now is not None:
         torch.cuda.empty_cache()
