@@ -351,10 +351,12 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def resolve(repo: Path, rev: str) -> str:
-    found = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    if found.returncode != 0:
+    from . import gate  # the gate resolves revisions the same way (`check --base HEAD~1`)
+
+    found = gate.git_commit(repo, rev)
+    if found is None:
         raise ABInputError(f"revision {rev!r} is not a commit in {repo}")
-    return found.stdout.strip()
+    return found
 
 
 def _selection(args) -> list[str]:
