@@ -28,8 +28,8 @@ fi
 isolation=()
 .venv/bin/python -c "import setuptools" 2>/dev/null && isolation=(--no-build-isolation)
 .venv/bin/python -m pip install -q "${isolation[@]}" -e ".[test,model]"
-# A kernel repository's loadable variant is generated from its torch-ext/ and git-ignored, as in
-# kernels-community's repositories; mlpbench itself loads a copy it keeps in a cache, but a user who
+# A kernel repository's loadable variant (build/<variant>/, the layout kernels loads) is generated
+# from its torch-ext/ and git-ignored; mlpbench itself loads a copy it keeps in a cache, but a user who
 # passes the repository's path to kernels.get_local_kernel needs it here. After editing torch-ext/,
 # run this again (`--check` tells whether it is due).
 .venv/bin/python kernels_local/build.py --all
