@@ -1,8 +1,8 @@
 """Each kernel repository under kernels_local/ loads by its path, as a user calls it after
 `bash scripts/setup.sh`: `kernels.get_local_kernel(Path("kernels_local/NAME"))`.
 
-kernels looks for build/<variant>/ in the folder it is given. No build/ is committed (as in
-kernels-community's repositories): scripts/setup.sh writes each one with `kernels_local/build.py --all`,
+kernels looks for build/<variant>/ in the folder it is given. No build/ is committed:
+scripts/setup.sh writes each one with `kernels_local/build.py --all`,
 from torch-ext/. These tests check the checkout as built, so they fail, with the command to run, where
 that build/ is missing or older than torch-ext/. On a CPU the Triton kernels run under the interpreter
 (the root conftest sets TRITON_INTERPRET=1); no GPU is needed.
