@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import registry
@@ -50,6 +50,14 @@ HOST = ("host time", "track_host_time", "host_time_samples_s")
 # part of results/between-runs/ yet, and a change to the eager case moves them too.
 PAIRED = ("back-to-back host time, paired", "track_host_time_back_to_back_paired",
           "host_time_back_to_back_vs_eager_samples")
+# Counted, not sampled: one value per round (record field), judged as the gate judges them, by the
+# threshold alone on the rounds' medians. A process's allocator state and the kernels it picks can
+# differ from another's (the nightly measures many cases in one process, a round only the selected
+# ones), so a confirmation measures them again rather than trusting the night's value; the row's
+# interval is the range of head's rounds over base's, so one round out of line cannot clear a move.
+PEAK = ("peak memory", "track_peak_memory", "peak_memory_bytes")
+KERNELS = ("kernels per call", "track_kernels_per_call", "kernels_per_call")
+COUNTED = (PEAK, KERNELS)
 MARKER = "<!-- mlpbench-ab -->"  # the workflow finds its own PR comment by this line
 ROUNDS = 3
 MISSING = "missing at head"  # base reported the case, head never did (a crash, a removed case): fails
@@ -92,6 +100,7 @@ class Side:
     rounds: int = 0
     machine: str = "unknown"
     boxes: set = field(default_factory=set)
+    counts: dict = field(default_factory=dict)  # method -> each round's value of a COUNTED metric
     codegen: list = field(default_factory=list)  # each round's codegen record (compiled cases)
     info: dict = field(default_factory=dict)  # the first round's record (op, variant, ...)
     failed: str | None = None  # why the case failed in some round (correctness, a crash)
@@ -115,6 +124,9 @@ def pool(rounds: list[list[dict]], outcomes: list[list[dict]] | None = None,
                     s.samples.setdefault(method, []).extend(info[name])
                     s.medians.setdefault(method, []).append(statistics.median(info[name]))
                     s.noise.setdefault(method, []).append(_robust_cv(info[name]))
+            for _, method, name in COUNTED:
+                if isinstance(info.get(name), (int, float)) and info[name] > 0:
+                    s.counts.setdefault(method, []).append(float(info[name]))
     for found in outcomes or []:
         for o in found:
             if o.get("outcome") == "failed":
@@ -140,6 +152,16 @@ def _point(case: str, method: str, side: Side, commit: str):
     info, samples = side.info, side.samples[method]
     return Point(side.machine, commit, 0, f"ab.{method}", case, "ab", float(sorted(samples)[len(samples) // 2]),
                  tuple(samples), info.get("op"), info.get("variant"), info.get("dtype"), info.get("shape_id"),
+                 compiles="codegen" in info)
+
+
+def _counted(case: str, method: str, side: Side, commit: str):
+    """A COUNTED metric's point: the median of the rounds' values, no samples (the gate's threshold alone)."""
+    from .results import Point
+
+    info = side.info
+    return Point(side.machine, commit, 0, f"ab.{method}", case, "ab", float(statistics.median(side.counts[method])),
+                 None, info.get("op"), info.get("variant"), info.get("dtype"), info.get("shape_id"),
                  compiles="codegen" in info)
 
 
@@ -277,6 +299,16 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
             verdicts.append(v)
             rows.append({"case": case, "metric": label, "samples": [len(b.samples[method]), len(h.samples[method])],
                          "rounds": [b.rounds, h.rounds], "_v": v})
+        for label, method, _ in COUNTED if DEVICE[1] in b.samples else ():
+            if not (b.counts.get(method) and h.counts.get(method)):
+                continue
+            v = replace(gate.judge(_counted(case, method, b, "base"), _counted(case, method, h, "head"), threshold),
+                        ci_low=min(h.counts[method]) / max(b.counts[method]),
+                        ci_high=max(h.counts[method]) / min(b.counts[method]),
+                        test="threshold only (counted per round); interval: head's rounds over base's, extremes")
+            verdicts.append(v)
+            rows.append({"case": case, "metric": label, "samples": [len(b.counts[method]), len(h.counts[method])],
+                         "rounds": [b.rounds, h.rounds], "_v": v})
         # codegen per side (its most common record), so gate.attribute can name what changed
         for side, pts, commit in ((b, bpts, "base"), (h, hpts, "head")):
             if side.codegen and codegen_root is not None:
@@ -303,6 +335,10 @@ def _fmt(x, metric: str = "") -> str:
         return "—"
     if metric == PAIRED[0]:
         return f"{x:.3f}× eager"
+    if metric == PEAK[0]:
+        return f"{x / 1e6:,.2f} MB"
+    if metric == KERNELS[0]:
+        return f"{x:g}"
     return f"{x * 1e6:,.2f} µs" if x < 1e-2 else f"{x:,.3f} s"
 
 

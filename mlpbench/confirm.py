@@ -39,10 +39,13 @@ CONFIRMED = "regression (confirmed on this box)"
 NOISE = "box noise (not reproduced on this box)"
 UNMEASURED = "regression (not measured again on this box)"
 INCONCLUSIVE = "regression (inconclusive on this box)"  # not reproduced, but not ruled out either
-# The gate's ASV method → ab's metric column; other metrics (peak memory, kernels per call) are not
-# timed by `ab`: they are counted, not sampled, so a box does not move them and they stay as judged.
+# The gate's ASV method → ab's metric column. Peak memory and kernels per call are counted, not
+# sampled, yet identical code moves them between the night's process and another (allocator state,
+# the picks a process makes): ab counts them again per round, and its row's interval is the range of
+# head's rounds over base's (ab.COUNTED).
 METRIC = {"track_device_time": "device time", "track_host_time_back_to_back": "back-to-back host time",
-          "track_host_time": "host time"}
+          "track_host_time": "host time", "track_peak_memory": "peak memory",
+          "track_kernels_per_call": "kernels per call"}
 
 
 @dataclass(frozen=True)

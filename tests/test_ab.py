@@ -77,6 +77,30 @@ def test_on_a_gpu_device_time_and_back_to_back_host_time_are_judged_on_one_box()
     assert text.startswith(ab.MARKER) and f"| {CASE} | device time |" in text and "| regression |" in text
 
 
+def test_peak_memory_and_kernels_per_call_are_counted_per_round_and_judged_by_the_threshold():
+    def rounds(peaks, kernels=3):
+        return ab.pool([[_record(CASE, r, gpu=True) | {"peak_memory_bytes": p, "kernels_per_call": kernels}]
+                        for r, p in enumerate(peaks)], machines=["gpu-x"] * len(peaks))
+
+    def row(base, head, metric):
+        return next(r for r in ab.judge(base, head) if r["metric"] == metric)
+
+    same = row(rounds([5e6, 5e6, 5e6]), rounds([5e6, 5e6, 5e6]), "peak memory")
+    assert same["verdict"] == "unchanged" and same["samples"] == [3, 3] and same["ci_high"] == 1.0
+    assert same["test"].startswith("threshold only (counted per round)")
+    up = row(rounds([5e6] * 3), rounds([5.5e6, 5.5e6, 5.4e6]), "peak memory")
+    assert up["verdict"] == "regression" and up["ratio"] == pytest.approx(1.1) and ab.failing([up])
+    assert up["ci_low"] == pytest.approx(5.4 / 5) and up["ci_high"] == pytest.approx(1.1)
+    # one round out of line: the median decides, the interval shows the round
+    odd = row(rounds([5e6] * 3), rounds([5e6, 5e6, 6e6]), "peak memory")
+    assert odd["verdict"] == "unchanged" and odd["ci_high"] == pytest.approx(1.2)
+    more = row(rounds([5e6] * 3), rounds([5e6] * 3, kernels=4), "kernels per call")
+    assert more["verdict"] == "regression" and more["threshold_from"] == "floor"
+    assert "| peak memory | 5.00 MB | 5.50 MB |" in ab.markdown([up], "a" * 40, "b" * 40, 3)
+    # a CPU run counts nothing (no device time): no counted rows
+    assert {r["metric"] for r in _rows()} == {"host time"}
+
+
 def test_failures_and_cases_of_one_side_are_listed_and_only_a_head_failure_fails():
     base = ab.pool([[_record(CASE)]], [[{"case": COMPILED, "outcome": "failed", "reason": "CorrectnessError"}]])
     head = ab.pool([[_record(CASE, 1), _record(COMPILED, 1)]])

@@ -80,10 +80,10 @@ def test_what_cannot_be_measured_again_stays_a_regression(tmp_path):
     def broken(base, head, targets):
         raise RuntimeError("worktree failed")
 
-    verdicts = [_verdict(A, method="track_peak_memory"), _verdict(B)]
+    verdicts = [_verdict(A, method="time_host"), _verdict(B)]
     found = confirm.confirm(verdicts, shas[0], shas[1], broken, repo=tmp_path / "repo")
     assert [c.status for c in found] == [confirm.UNMEASURED] * 2
-    assert "does not measure track_peak_memory" in found[0].reason and "worktree failed" in found[1].reason
+    assert "does not measure time_host" in found[0].reason and "worktree failed" in found[1].reason
     assert len(confirm.failing(verdicts, found)) == 2
 
 
@@ -215,6 +215,30 @@ def test_an_unjudged_metric_is_not_answered_by_another_metrics_row(tmp_path, mon
     assert said[(B, "track_host_time")]["verdict"] == "failed at head: boom"
     found = confirm.confirm([_verdict(A, method="track_host_time")], "b", "h", confirm.ab_measurer(tmp_path))
     assert [c.status for c in found] == [confirm.UNMEASURED]
+
+
+def test_peak_memory_that_identical_code_moved_between_processes_is_box_noise(tmp_path):
+    """A night's peak memory can differ from another process's for identical code; counted again per
+    round on this box (ab.COUNTED), equal rounds clear it and a real rise confirms it."""
+    from mlpbench import ab
+
+    shas = _history(tmp_path / "repo", 1)
+
+    def rounds(case, peaks):
+        return [[{"case": case, "op": "linear", "variant": "eager", "dtype": "fp32", "shape_id": "t1024-i32-o64",
+                  "box_id": 7, "device_time_samples_s": [1e-4 * (1 + 1e-3 * j) for j in range(20)],
+                  "peak_memory_bytes": peak}] for peak in peaks]
+
+    def measure(base, head, targets):
+        b = ab.pool(rounds(A, [1e6] * 3) + rounds(B, [2e6] * 3))
+        h = ab.pool(rounds(A, [1e6] * 3) + rounds(B, [2.2e6, 2.2e6, 2.2e6]))
+        got = {(r["case"], r["metric"]): r for r in ab.judge(b, h)}
+        return {t.key: got[(t.case, "peak memory")] for t in targets}
+
+    verdicts = [_verdict(A, method="track_peak_memory"), _verdict(B, method="track_peak_memory")]
+    found = confirm.confirm(verdicts, shas[0], shas[1], measure, repo=tmp_path / "repo")
+    assert {c.param: c.status for c in found} == {A: confirm.NOISE, B: confirm.CONFIRMED}
+    assert "interval up to 1.0000" in next(c for c in found if c.param == A).reason
 
 
 def test_bisection_follows_the_first_parent_line(tmp_path):
