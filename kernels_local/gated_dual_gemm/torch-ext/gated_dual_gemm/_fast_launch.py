@@ -1,3 +1,5 @@
+# Generated from kernels_local/common/_fast_launch.py: edit that file, then write this copy again with
+#   python kernels_local/build.py --all
 """Launch a @triton.jit kernel without binding and specialising its arguments again on every call.
 
 `kernel[grid](...)` binds every argument, works out what Triton specialises on and looks the
@@ -20,9 +22,9 @@ Under torch.compile the kernels' ops are `torch.library.triton_op`s whose bodies
 `torch.library.wrap_triton`, so that Inductor launches the kernel from its generated code;
 `traceable` gives those bodies a kernel that wrap_triton accepts, also under the interpreter.
 
-The kernel repositories are loaded as separate packages, so each carries this file; the
-repository's tests check that the copies are the same.  Under Triton's CPU interpreter there is
-no compiled kernel and every call goes through `kernel[grid]`.
+Each kernel repository is loaded, and published, as a package of its own, so each carries a
+copy of this file, which kernels_local/build.py writes from kernels_local/common/.  Under Triton's
+CPU interpreter there is no compiled kernel and every call goes through `kernel[grid]`.
 """
 
 import itertools
