@@ -2,6 +2,8 @@
 torch-ext/ (mlpbench/kernel_build.py) into a cache folder keyed by its content, which mlpbench loads:
 nothing built is committed. One set of tests for every kernel repository built that way."""
 
+import ast
+import importlib.util
 import json
 import os
 import shutil
@@ -30,6 +32,11 @@ KERNELS_LOCAL = Path(__file__).resolve().parents[1]
 ROOT = KERNELS_LOCAL.parent
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 VARIANT = Path("build") / "torch-universal"
+
+# kernels_local/build.py itself, by its path: kernels_local is no package to import it from.
+_spec = importlib.util.spec_from_file_location("kernels_local_build", KERNELS_LOCAL / "build.py")
+build_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_script)
 
 
 def _step_inputs():
@@ -69,7 +76,7 @@ def _copy_sources(name: str, dest: Path) -> Path:
 def _source(repo: Path, name: str) -> Path:
     """The kernel's implementation module: torch-ext/<name>/_<something>.py holding its Triton code."""
     found = [p for p in sorted((repo / "torch-ext" / name).glob("_*.py"))
-             if p.name not in ("__init__.py", "_fast_launch.py")]
+             if p.name != "__init__.py" and p.name not in build_script.SHARED]
     assert len(found) == 1, found
     return found[0]
 
@@ -316,9 +323,61 @@ def test_two_versions_side_by_side(name, tmp_path):
     torch.testing.assert_close(getattr(edited, function)(*inputs).double(), 2 * expected, rtol=1e-5, atol=1e-5)
 
 
-def test_the_launchers_are_one_file():
-    """Each kernel repository is loaded as a package of its own, so each carries _fast_launch.py;
-    the copies stay the same file."""
-    copies = sorted(KERNELS_LOCAL.glob("*/torch-ext/*/_fast_launch.py"))
-    assert len(copies) == 3, copies
-    assert len({p.read_bytes() for p in copies}) == 1, [str(p) for p in copies]
+@repos
+def test_each_shared_file_is_the_copy_build_py_writes(name):
+    """Each repository is loaded, and published, as a package of its own, so each carries a copy of
+    every file in kernels_local/common/; the copy committed is the one build.py writes from it."""
+    stale = build_script.stale_copies(KERNELS_LOCAL / name)
+    assert not stale, (f"{', '.join(str(p.relative_to(ROOT)) for p in stale)}: missing, or not what "
+                       f"kernels_local/common/ makes; run {build_script.REGENERATE}")
+
+
+@pytest.mark.parametrize("shared", build_script.SHARED)
+def test_a_copy_is_a_header_then_its_source(shared):
+    source = KERNELS_LOCAL / "common" / shared
+    repo = KERNELS_LOCAL / "gelu_mul"
+    copy = build_script.shared_copies(repo)[repo / "torch-ext" / "gelu_mul" / shared]
+    header = copy[:len(copy) - len(source.read_bytes())].decode()
+    assert copy.endswith(source.read_bytes()) and header.startswith("# Generated from ")
+    assert f"kernels_local/common/{shared}" in header and build_script.REGENERATE in header
+    assert all(line.startswith("#") for line in header.splitlines())
+    # Comments only: the module docstring is still the copy's first statement.
+    assert ast.get_docstring(ast.parse(copy)) == ast.get_docstring(ast.parse(source.read_bytes()))
+
+
+def test_check_names_a_stale_copy_and_the_build_writes_it_again(tmp_path, monkeypatch, capsys):
+    """On a kernels_local/ of its own: a copy edited by hand, then its source edited."""
+    shutil.copytree(KERNELS_LOCAL / "common", tmp_path / "common", ignore=shutil.ignore_patterns("__pycache__"))
+    repo = _copy_sources("silu_mul", tmp_path / "silu_mul")
+    monkeypatch.setattr(build_script, "KERNELS_LOCAL", tmp_path)
+    copy = repo / "torch-ext" / "silu_mul" / "_fast_launch.py"
+    assert build_script.main(["silu_mul"]) == 0
+    assert build_script.main(["silu_mul", "--check"]) == 0
+
+    copy.write_text(copy.read_text().replace("MAX_KERNELS = 256", "MAX_KERNELS = 1"))
+    capsys.readouterr()
+    assert build_script.main(["silu_mul", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "silu_mul/torch-ext/silu_mul/_fast_launch.py: missing, or not what kernels_local/common/" in out
+    assert "run: python kernels_local/build.py silu_mul" in out
+    assert build_script.main(["silu_mul"]) == 0
+    assert build_script.stale_copies(repo) == [] and "MAX_KERNELS = 256" in copy.read_text()
+    assert build_script.main(["silu_mul", "--check"]) == 0
+
+    source = tmp_path / "common" / "_fast_launch.py"
+    source.write_text(source.read_text() + "# edited\n")
+    assert build_script.stale_copies(repo) == [copy]
+    copy.unlink()
+    assert build_script.stale_copies(repo) == [copy]
+    assert build_script.main(["silu_mul"]) == 0
+    assert copy.read_text().endswith("# edited\n")
+
+
+def test_a_repository_elsewhere_keeps_its_own_copies(tmp_path, capsys):
+    """A repository named by a path outside kernels_local/ (a published one) is built as it is."""
+    repo = _copy_sources("silu_mul", tmp_path / "silu_mul")
+    copy = repo / "torch-ext" / "silu_mul" / "_fast_launch.py"
+    copy.write_text(copy.read_text() + "# its own\n")
+    assert build_script.main([str(repo)]) == 0
+    assert build_script.main([str(repo), "--check"]) == 0
+    assert copy.read_text().endswith("# its own\n")
