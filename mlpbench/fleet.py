@@ -47,9 +47,10 @@ def _lagging(row: pd.Series, machines: list[str]) -> tuple[float, str | None]:
 
 
 def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
-    """One row per (source, case); per machine its latest device time (s) and fraction of that
-    machine's ceiling; `spread` (best over worst fraction where two machines have one, else
-    slowest over fastest time) and `behind` (that worst machine). Largest spread first.
+    """One row per (source, case); per machine its latest device time (s), fraction of that
+    machine's ceiling and the file (`run`) it came from; `spread` (best over worst fraction where two
+    machines have one, else slowest over fastest time) and `behind` (that worst machine). Largest
+    spread first.
 
     Latest: the newest commit date for ASV rows; for pytest rows (no date) the last loaded,
     since report.load reads each machine's files, named by UTC time stamp, in sorted order."""
@@ -68,7 +69,12 @@ def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     latest["bytes"] = latest["bytes"].astype(float).fillna(pd.Series(known["bytes"].to_numpy(dtype=float), index=latest.index))
     latest["of_ceiling"] = [_fraction(r, ceilings) for r in latest.itertuples()]
     latest = latest.rename(columns={"value": "device_time_s"})
-    wide = latest.pivot(index=["source", *CASE], columns="machine", values=["device_time_s", "of_ceiling"])
+    if "run" not in latest:  # the file each figure came from, where the rows name it
+        latest["run"] = None
+    index = ["source", *CASE]
+    # the file names pivoted apart, so that the figures stay floats
+    wide = latest.pivot(index=index, columns="machine", values=["device_time_s", "of_ceiling"]).join(
+        latest.pivot(index=index, columns="machine", values=["run"]))
     machines = sorted(latest["machine"].unique())
     lag = [_lagging(r, machines) for _, r in wide.iterrows()]
     wide[("spread", "")] = [s for s, _ in lag]
@@ -96,7 +102,12 @@ def table(wide: pd.DataFrame) -> tables.Table:
         # a case measured on one machine only has no spread and no machine behind (NaN, not text)
         rows.append(["/".join(case), source, *cells, "—" if pd.isna(spread) else f"{spread:.2f}×",
                      "—" if pd.isna(behind) or not behind else str(behind)])
-    return tables.Table(["case", "source", *machines, "spread", "behind"], rows)
+    return tables.Table(["case", "source", *machines, "spread", "behind"], rows, _files(wide))
+
+
+def _files(wide: pd.DataFrame) -> list[str]:
+    """The files behind side_by_side's figures (its `run` columns)."""
+    return sorted({f for f in wide["run"].stack().dropna() if f}) if "run" in wide else []
 
 
 def markdown(wide: pd.DataFrame) -> str:
@@ -158,7 +169,8 @@ def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, flo
                 case_id = "/".join(case)
                 out = {"case": case_id, "op": op, "pair": f"{a}/{b}", "measured": ta / tb,
                        "predicted": math.nan, "departure": math.nan, "allowance": math.nan, "noise_from": "",
-                       "verdict": "no roofline"}
+                       "verdict": "no roofline", "runs": tuple(f for f in (r[("run", a)], r[("run", b)])
+                                                               if isinstance(f, str) and f)}
                 if not (pd.isna(ra) or pd.isna(rb)):
                     out["bound"] = "compute" if flops and ceilings[a].get(f"gemm_{dtype}_flops") and \
                         flops / ceilings[a][f"gemm_{dtype}_flops"] >= nbytes / ceilings[a]["copy_bandwidth_Bps"] else "memory"
@@ -218,8 +230,9 @@ def portability_table(frame: pd.DataFrame, verdicts: tuple[str, ...] | None = No
     rows = [[r.case, r.pair, ratio(r.measured), ratio(r.predicted), ratio(r.departure), ratio(r.beyond_class),
              "—" if pd.isna(r.allowance) else f"±{r.allowance:.1%} ({r.noise_from})",
              r.verdict] for r in shown.itertuples()]
+    files = sorted({f for runs in shown["runs"] for f in runs}) if "runs" in shown else []
     return tables.Table(["case", "machines", "measured", "predicted", "departure", "beyond its bound's median",
-                         "allowance", "verdict"], rows)
+                         "allowance", "verdict"], rows, files)
 
 
 def portability_summary(frame: pd.DataFrame) -> str:
@@ -244,12 +257,16 @@ def portability_of(data) -> pd.DataFrame:
     return portability(data.measurements, data.ceilings, noise)
 
 
-def portability_markdown(frame: pd.DataFrame) -> str:
+def portability_markdown(frame: pd.DataFrame, dirty=(), link=lambda name: f"`{name}`") -> str:
+    """The summary, the table with the files it comes from (`link` spells each; the runs of `dirty`,
+    made from a dirty tree, marked) and what its columns mean."""
     from . import gate
 
     if frame.empty:
         return ""
-    return (portability_summary(frame) + "\n\n" + portability_table(frame).markdown() + "\n\n"
+    t = portability_table(frame)
+    return (portability_summary(frame) + "\n\n" + t.markdown() + "\n\n"
+            + (tables.from_line(t.sources, dirty, link) + "\n\n" if t.sources else "")
             + PORTABILITY_NOTE.format(floor=gate.FLOOR))
 
 

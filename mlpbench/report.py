@@ -42,8 +42,10 @@ assert set(METRICS_FROM_PYTEST) <= NAMES, set(METRICS_FROM_PYTEST) - NAMES
 # ones; both are one metric. Benchmarks are told apart by method name only: the module that holds
 # them has been renamed and may be again.
 ASV_METRIC_ALIASES = {"time_host": "track_host_time"}
+# `dirty_tree`: whether the pytest-benchmark run came from a working tree with uncommitted changes
+# (tables.DIRTY); empty for ASV rows, whose result files record no such thing.
 MEASUREMENT_COLUMNS = ["source", "run", "machine", "commit", "date", "version", "op", "variant", "dtype",
-                       "shape_id", "flops", "bytes", "metric", "value", "iqr", "noisy"]
+                       "shape_id", "flops", "bytes", "metric", "value", "iqr", "noisy", "dirty_tree"]
 
 # A copy moves one byte read per byte written, while GeLU·mul reads two tensors per one written and
 # can run a little above it. A ceiling exceeded by more than this margin was mis-measured (a copy
@@ -67,7 +69,8 @@ def asv_metric(benchmark: str) -> str:
 
 @dataclasses.dataclass
 class Loaded:
-    """Everything `load` read; every section is computed from this alone."""
+    """Everything `load` read; every section is computed from this alone. Records, outcomes and
+    measurements carry `dirty_tree`: whether their run came from a dirty tree (tables.DIRTY)."""
 
     root: Path  # the results folder
     runs: list[PytestRun]  # oldest first within each machine (file names are UTC stamps)
@@ -77,6 +80,7 @@ class Loaded:
     measurements: pd.DataFrame  # one row per measurement, pytest and ASV (MEASUREMENT_COLUMNS): report.csv
     run_walls: dict = dataclasses.field(default_factory=dict)  # run label → its `mlpbench_run`, where it has one
     nights: list = dataclasses.field(default_factory=list)  # the nightly's wall times (nights), oldest first
+    dirty: set = dataclasses.field(default_factory=set)  # labels of the runs made from a dirty tree (tables.DIRTY)
 
     @property
     def machines(self) -> list[str]:
@@ -97,10 +101,11 @@ class Loaded:
             return df[df["machine"] == machine] if not df.empty else df
 
         runs = [r for r in self.runs if r.machine == machine]
+        names = {self.label(r.path) for r in runs}
         return Loaded(self.root, runs, rows(self.records), [(f, p) for f, p in self.points if p.machine == machine],
                       rows(self.outcomes), rows(self.measurements),
-                      {k: v for k, v in self.run_walls.items() if k in {self.label(r.path) for r in runs}},
-                      [n for n in self.nights if n["machine"] == machine])
+                      {k: v for k, v in self.run_walls.items() if k in names},
+                      [n for n in self.nights if n["machine"] == machine], self.dirty & names)
 
 
 def load(results: Path) -> Loaded:
@@ -108,11 +113,16 @@ def load(results: Path) -> Loaded:
     results = Path(results)
     runs = pytest_runs(pytest_files(results))
     records = tables.frame(runs)
+    beyond = {label(r.path, results): _beyond_records(r.path) for r in runs}
+    dirty = {name for name, (_, is_dirty) in beyond.items() if is_dirty}
     if not records.empty:
         records["run"] = [label(Path(f), results) for f in records["file"]]
+        records["dirty_tree"] = records["run"].isin(dirty)
     points = asv_points(results / "asv")
-    return Loaded(results, runs, records, points, _outcomes(results, runs), _measurements(results, records, points),
-                  {label(r.path, results): w for r in runs if (w := _run_wall(r.path))}, nights(results))
+    outcomes = _outcomes(results, runs)
+    outcomes["dirty_tree"] = outcomes["run"].isin(dirty)
+    return Loaded(results, runs, records, points, outcomes, _measurements(results, records, points),
+                  {name: wall for name, (wall, _) in beyond.items() if wall}, nights(results), dirty)
 
 
 def nights(results: Path) -> list[dict]:
@@ -170,7 +180,8 @@ def _measurements(results: Path, wide: pd.DataFrame, points: list[tuple[Path, Po
                          "date": None, "version": None, "op": r["op"], "variant": r["variant"], "dtype": r["dtype"],
                          "shape_id": r["shape_id"], "flops": r["flops"], "bytes": r["bytes"], "metric": metric,
                          "value": float(value), "iqr": iqr,
-                         "noisy": bool(r.get(tables.NOISE_OF.get(metric)) or tables.noise(value, iqr))})
+                         "noisy": bool(r.get(tables.NOISE_OF.get(metric)) or tables.noise(value, iqr)),
+                         "dirty_tree": bool(r["dirty_tree"])})
     for path, p in points:
         if p.value is None:
             continue
@@ -183,7 +194,8 @@ def _measurements(results: Path, wide: pd.DataFrame, points: list[tuple[Path, Po
                      "shape_id": p.shape_id, "flops": None, "bytes": None,
                      "metric": metric, "value": p.value, "iqr": iqr,
                      "noisy": bool(tables.noise(p.value, iqr, min(p.samples) if single else None,
-                                                list(p.samples) if single else None))})
+                                                list(p.samples) if single else None)),
+                     "dirty_tree": None})
     return pd.DataFrame(rows, columns=MEASUREMENT_COLUMNS)
 
 
@@ -304,13 +316,18 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def speedup_cases(wide: pd.DataFrame, machine: str, op: str) -> pd.DataFrame:
+    """The records speedup_plot draws: the newest run of each shape of the op on the machine."""
+    return tables.latest_per_case(wide[(wide["machine"] == machine) & (wide["op"] == op)])
+
+
 def speedup_plot(wide: pd.DataFrame, machine: str, op: str) -> str | None:
     """Bars: speedup over the op's baseline for each shape × dtype, one bar per variant, from the
     newest run of each shape; bars built on a noisy figure are hatched. The legend sits outside the axes."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    d = tables.latest_per_case(wide[(wide["machine"] == machine) & (wide["op"] == op)])
+    d = speedup_cases(wide, machine, op)
     base = tables.baseline(op)
     if d.empty or base not in set(d["variant"]):
         return None
@@ -341,11 +358,16 @@ def speedup_plot(wide: pd.DataFrame, machine: str, op: str) -> str | None:
     return _png(fig)
 
 
+def roofline_cases(wide: pd.DataFrame, machine: str) -> pd.DataFrame:
+    """The records roofline_plot draws: the newest run of each case on the machine with device time."""
+    return tables.latest_per_case(wide[(wide["machine"] == machine) & wide["device_time_s"].notna()])
+
+
 def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
     """Achieved rate per case against the ceilings measured in the newest run (one panel per bound)."""
     import matplotlib.pyplot as plt
 
-    d = tables.latest_per_case(wide[(wide["machine"] == machine) & wide["device_time_s"].notna()])
+    d = roofline_cases(wide, machine)
     if d.empty:
         return None
     newest = d.sort_values(["datetime", "file"]).iloc[-1]
@@ -555,10 +577,10 @@ def overhead_verdict(wide: pd.DataFrame, op: str) -> str:
 
 def results_table(wide: pd.DataFrame) -> tables.Table:
     """Every pytest-benchmark record, one row each, with the run it came from."""
-    rows = []
+    rows, dirty = [], tables.dirty_runs(wide)
     for r in wide.sort_values(["machine", "op", "variant", "dtype", "shape_id", "datetime"]).itertuples():
         rate = r.tflops if r.op in tables.COMPUTE_BOUND else r.gbps
-        rows.append([r.run, r.machine, r.op, r.variant, r.dtype, r.shape_id,
+        rows.append([tables.run_name(r.run, r.run in dirty), r.machine, r.op, r.variant, r.dtype, r.shape_id,
                      tables.fmt_time(r.device_time_s, r.device_iqr_s, True, r.device_noise),
                      tables.fmt_time(r.host_time_s, r.host_iqr_s, why=r.host_noise),
                      "—" if pd.isna(rate) else f"{rate:,.1f}" + (" (noisy)" if r.noisy else ""),
@@ -586,7 +608,8 @@ def runs_table(data: Loaded) -> tables.Table:
     for run in sorted(data.runs, key=lambda r: (r.machine, r.path.name)):
         name, info, c = data.label(run.path), run.env, run.ceilings
         gpus = info.get("gpu_count") or 1
-        rows.append([run.machine, run.path.name, _saved(run.datetime), (run.commit or "—")[:7], tiers.get(name, ""),
+        rows.append([run.machine, tables.run_name(run.path.name, name in data.dirty), _saved(run.datetime),
+                     (run.commit or "—")[:7], tiers.get(name, ""),
                      str(counts.get(name, 0)), f"{info.get('gpu', '—')}" + (f" ×{gpus}" if gpus > 1 else ""),
                      f"{info.get('driver', '—')} / {info.get('cuda', '—')}",
                      f"{info.get('torch', '—')} / {info.get('triton', '—')} / {info.get('liger_kernel', '—')} / "
@@ -680,7 +703,9 @@ def not_timed_table(outcomes: pd.DataFrame) -> tables.Table:
     """Per machine, each case whose newest outcome is not a pass, with its reason and its run."""
     newest = outcomes.sort_values(["datetime", "run"], kind="stable").drop_duplicates(["machine", "case"], keep="last")
     d = newest[newest["outcome"] != "passed"].sort_values(["machine", "case"])
-    rows = [[r.machine, r.case, r.outcome, r.reason, r.run.rsplit("/", 1)[-1]] for r in d.itertuples()]
+    dirty = tables.dirty_runs(d)
+    rows = [[r.machine, r.case, r.outcome, r.reason, tables.run_name(r.run.rsplit("/", 1)[-1], r.run in dirty)]
+            for r in d.itertuples()]
     return tables.Table(["machine", "case", "outcome", "reason", "run"], rows, sorted(set(d["run"])))
 
 
@@ -721,13 +746,17 @@ def case_costs(data: Loaded) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["machine", "run", "datetime", "case", "wall_s", *PHASE_COLUMNS])
 
 
-def _run_wall(path: Path) -> dict:
-    """A run file's `mlpbench_run` ({wall_s, parts}), {} where it has none or cannot be read."""
+def _beyond_records(path: Path) -> tuple[dict, bool]:
+    """What a run file holds beside its records, read in one pass: its `mlpbench_run` ({wall_s, parts};
+    {} where it has none), and whether pytest-benchmark found the working tree dirty (its
+    `commit_info.dirty`; False where it says nothing). ({}, False) for a file that cannot be read."""
     try:
-        found = json.loads(Path(path).read_text()).get("mlpbench_run")
+        doc = json.loads(Path(path).read_text())
+        found, info = doc.get("mlpbench_run"), doc.get("commit_info") or {}
+        dirty = info.get("dirty") is True
     except (OSError, ValueError, AttributeError):
-        return {}
-    return found if isinstance(found, dict) and isinstance(found.get("wall_s"), (int, float)) else {}
+        return {}, False
+    return (found if isinstance(found, dict) and isinstance(found.get("wall_s"), (int, float)) else {}), dirty
 
 
 def _secs(s: float) -> str:
@@ -757,7 +786,8 @@ def run_cost_table(data: Loaded, costs: pd.DataFrame | None = None) -> tables.Ta
                     if str(p.get("part", "")).startswith("precompile"))
         phases = [_share(0.0 if g is None else float(g[k].sum()), total) for k in PHASE_COLUMNS]
         rest = None if total is None else total - in_cases - ahead
-        rows.append([run.machine, run.path.name, "—" if total is None else _secs(total),
+        rows.append([run.machine, tables.run_name(run.path.name, name in data.dirty),
+                     "—" if total is None else _secs(total),
                      str(0 if g is None else len(g)), _share(ahead, total) if ahead else "—", *phases,
                      "—" if rest is None or rest < 0 else _share(rest, total)])
         files.append(name)
@@ -776,7 +806,8 @@ def process_cost_table(data: Loaded) -> tables.Table:
         for part in data.run_walls.get(name, {}).get("parts", []):
             if not any(k in part for k in keys):
                 continue
-            rows.append([run.machine, run.path.name, str(part.get("part", "")), _secs(float(part.get("wall_s", 0.0))),
+            rows.append([run.machine, tables.run_name(run.path.name, name in data.dirty), str(part.get("part", "")),
+                         _secs(float(part.get("wall_s", 0.0))),
                          *("—" if k not in part else _secs(float(part[k])) for k in keys)])
             files.append(name)
     return tables.Table(["machine", "run", "process", "wall time", *keys.values()], rows, sorted(set(files)))
@@ -812,7 +843,7 @@ def slowest_cases_table(data: Loaded, n: int = SLOWEST_CASES, costs: pd.DataFram
         for r in top.itertuples():
             spent = {label: getattr(r, k) for k, label in PHASE_COLUMNS.items()}
             rows.append([machine, r.case, _secs(r.wall_s), *(_share(v, r.wall_s) for v in spent.values()),
-                         max(spent, key=spent.get), r.run.rsplit("/", 1)[-1]])
+                         max(spent, key=spent.get), tables.run_name(r.run.rsplit("/", 1)[-1], r.run in data.dirty)])
             files.add(r.run)
     return tables.Table(["machine", "case", "wall time", *PHASE_COLUMNS.values(), "longest phase", "run"],
                         rows, sorted(files))
@@ -822,12 +853,18 @@ def slowest_cases_table(data: Loaded, n: int = SLOWEST_CASES, costs: pd.DataFram
 
 class Report(NamedTuple):
     """What `sections` computes: the measurements (report.csv), the intro lines, then each section,
-    a title and its parts in reading order: ('h3', text), ('text', markdown), ('plot', title, png),
-    ('table', Table) or ('long', Table); a table's `sources` are said below it."""
+    a title and its parts in reading order: ('h3', text), ('text', markdown), ('plot', title, png,
+    sources), ('table', Table) or ('long', Table); a table's `sources` are said below it, a plot's
+    below it on the HTML page. `dirty`: the runs among them made from a dirty tree, marked where named."""
 
     measurements: tables.Table
     intro: list[str]
     sections: list[tuple[str, list[tuple]]]
+    dirty: frozenset = frozenset()
+
+
+def _runs(d: pd.DataFrame) -> list[str]:
+    return sorted(set(d["run"])) if not d.empty and "run" in d else []
 
 
 def _intro(data: Loaded) -> list[str]:
@@ -843,9 +880,12 @@ def _intro(data: Loaded) -> list[str]:
             intro.append(f"{machine}: no ceilings measured (no GPU), so its figures are {tables.HOST_ONLY}.")
         else:
             what = tables.copy_ceiling(data.ceilings.get(machine) or {"copy_bandwidth_Bps": newest["copy_ceiling_Bps"]})
-            intro.append(f"{machine}: copy ceiling {what} in `{newest['run']}`; each run's figures are rated "
+            shown = tables.run_name(f"`{newest['run']}`", newest["run"] in data.dirty)
+            intro.append(f"{machine}: copy ceiling {what} in {shown}; each run's figures are rated "
                          "against that run's own ceilings.")
-    return intro + ([tables.noise_line(wide)] if not wide.empty and tables.noise_line(wide) else [])
+    dirty = tables.dirty_note(data.dirty)
+    return intro + ([tables.noise_line(wide)] if not wide.empty and tables.noise_line(wide) else []) \
+        + ([dirty] if dirty else [])
 
 
 def sections(data: Loaded | Path, full: bool = True) -> Report:
@@ -861,10 +901,11 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
     out.append((f"Speedup over {tables.BASELINES}",
                 [("text", "Per shape and dtype, from the newest run of each shape; hatched bars rest on a noisy "
                           "figure.")]
-                + [("plot", f"{op} on {m}", png) for m in machines for op in registry.OPS
-                   if draw and (png := speedup_plot(wide, m, op))]))
+                + [("plot", f"{op} on {m}", png, _runs(speedup_cases(wide, m, op))) for m in machines
+                   for op in registry.OPS if draw and (png := speedup_plot(wide, m, op))]))
     out.append(("Achieved rate against the measured ceilings",
-                [("plot", f"achieved rate on {m}", png) for m in machines if draw and (png := roofline_plot(wide, m))]))
+                [("plot", f"achieved rate on {m}", png, _runs(roofline_cases(wide, m))) for m in machines
+                 if draw and (png := roofline_plot(wide, m))]))
     history = history_plots(df) if full else []
     if history:
         left_out = history_series(df)[1]
@@ -872,7 +913,7 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                                          "axis: a line that climbs is a case that got slower. One panel per variant "
                                          f"and dtype, one line per shape. Left out: {left_out['one commit']} cases "
                                          f"measured at one commit only, and {left_out['older versions']} points of "
-                                         "an older timing-method version.")] + [("plot", *h) for h in history]))
+                                         "an older timing-method version.")] + [("plot", *h, []) for h in history]))
     across = fleet.side_by_side(df, data.ceilings)
     if not across.empty and len(across["device_time_s"].columns) > 1:
         portable = fleet.portability_of(data)
@@ -941,7 +982,7 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                                                      ("long", results_table(wide))]))
     shown = [(title, parts) for title, parts in out
              if any(kind == "plot" or (kind in ("table", "long") and rest[0]) for kind, *rest in parts)]
-    return Report(tables.Table.of(df), _intro(data), shown)
+    return Report(tables.Table.of(df), _intro(data), shown, frozenset(data.dirty))
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -977,7 +1018,7 @@ def markdown(rep: Report, title: str, preface: tuple[str, ...] = (), link=_code,
             else:
                 md += [rest[0].markdown(), ""]
                 if rest[0].sources:
-                    md += ["From " + ", ".join(link(s) for s in rest[0].sources) + ".", ""]
+                    md += [tables.from_line(rest[0].sources, rep.dirty, link), ""]
         if plots and drawn:
             md += [f"Plots in [{plots}]({plots}#{anchor(name)}): " + "; ".join(drawn) + ".", ""]
     return "\n".join(md).rstrip() + "\n"
@@ -1001,16 +1042,18 @@ def html_page(rep: Report) -> str:
                 body.append(f"<p class='text'>{_inline(rest[0])}</p>")
             elif kind == "plot":
                 body.append(f"<img alt='{html.escape(rest[0])}' src='data:image/png;base64,{rest[1]}'>")
+                if rest[2]:
+                    body.append(f"<p class='src'>{_inline(tables.from_line(rest[2], rep.dirty))}</p>")
             else:
                 table = rest[0].html()
                 if kind == "long":
                     table = f"<details><summary>{len(rest[0].rows)} rows: click to open</summary>{table}</details>"
                 body.append(table)
                 if rest[0].sources:
-                    body.append("<p class='src'>" + _inline("From " + ", ".join(f"`{s}`" for s in rest[0].sources)
-                                                            + ".") + "</p>")
+                    body.append(f"<p class='src'>{_inline(tables.from_line(rest[0].sources, rep.dirty))}</p>")
     nav = "".join(f"<a href='#{anchor(t)}'>{html.escape(t)}</a>" for t, _ in rep.sections)
-    lines = "".join(f"<p class='{'note' if 'noisy' in t else 'intro'}'>{_inline(t)}</p>" for t in rep.intro)
+    lines = "".join(f"<p class='{'note' if 'noisy' in t or tables.DIRTY in t else 'intro'}'>{_inline(t)}</p>"
+                    for t in rep.intro)
     return ("<!doctype html><html lang='en'><meta charset='utf-8'><title>mlpbench report</title>"
             f"<meta name='viewport' content='width=device-width'><style>{(STATIC / 'report.css').read_text()}</style>"
             f"<h1>mlpbench report</h1>{lines}<nav>{nav}</nav>" + "".join(body)

@@ -208,6 +208,43 @@ def noise_line(df: pd.DataFrame) -> str:
     return f"{noisy} of {shown} figures are {NOISY_NOTE}" if noisy else ""
 
 
+# A pytest-benchmark run made from a working tree with uncommitted changes (its `commit_info.dirty`):
+# its commit does not name all the code that ran, so every page that names the run says so, in
+# these words, beside its name.
+DIRTY = "dirty tree"
+
+
+def run_name(name: str, dirty: bool) -> str:
+    """A run's name as a page shows it: marked where the run came from a dirty tree."""
+    return f"{name} ({DIRTY})" if dirty else name
+
+
+def dirty_runs(df: pd.DataFrame) -> set[str]:
+    """The runs (labels) of `df`'s rows that came from a dirty tree (its `dirty_tree` column, which
+    report.load adds); none where the frame has no such column."""
+    if df.empty or "dirty_tree" not in df or "run" not in df:
+        return set()
+    return set(df.loc[df["dirty_tree"].eq(True), "run"])
+
+
+def dirty_note(dirty) -> str:
+    """'' without dirty runs; else the line that names them and says what their mark means."""
+    if not dirty:
+        return ""
+    one = len(dirty) == 1
+    return (f"{len(dirty)} pytest-benchmark run{'' if one else 's'} {'was' if one else 'were'} made from a working "
+            f"tree with uncommitted changes (pytest-benchmark's `commit_info.dirty`), so the commit "
+            f"{'it records' if one else 'each records'} does not name all the code that ran; "
+            f"{'it is' if one else 'each is'} marked ({DIRTY}) wherever it is named: "
+            + ", ".join(f"`{r}`" for r in sorted(dirty)) + ".")
+
+
+def from_line(sources, dirty=(), link=lambda name: f"`{name}`") -> str:
+    """The line below a table or plot naming the files its figures come from, `link(name)` spelling
+    each, every run from a dirty tree marked."""
+    return "From " + ", ".join(run_name(link(s), s in dirty) for s in sources) + "."
+
+
 @dataclass
 class Table:
     """Headers and rows of strings, the one table renderer: markdown (terminal, .md), HTML (the

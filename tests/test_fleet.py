@@ -112,7 +112,7 @@ def test_the_report_sets_machines_side_by_side_when_it_has_several(tmp_path):
         device_times(tmp_path / "asv", machine, "c" * 40, 1, mine, seed=1)
     # host time is no device time: a machine with only host time adds no column
     asv_file(tmp_path / "asv", "hostonly", "c" * 40, 1, op_class_rows("track_host_time", medians, kind="Host"))
-    _, _, parts = report.sections(tmp_path)
+    parts = report.sections(tmp_path).sections
     (across,) = [p for title, p in parts if title == "Across machines"]
     t = [part[1] for part in across if part[0] == "table"][0]
     assert t.headers[2:4] == ["h200", "slowbox"] and "hostonly" not in t.headers
