@@ -60,7 +60,7 @@ def write(results: Path | report.Loaded, folder: Path) -> list[Path]:
     index += [f"- [{p.stem}]({p.name})" for p in written]
     portable = report.fleet.portability_of(data)
     if not portable.empty:
-        index += ["", "## Across machines: each ratio against what the ceilings predict", "",
+        index += ["", f"## Across machines: {report.fleet.PORTABILITY_TITLE}", "",
                   report.fleet.portability_markdown(portable, data.dirty, _linker(data, folder))]
     (folder / "README.md").write_text("\n".join(index) + "\n")
     return [*written, folder / "README.md"]

@@ -47,9 +47,9 @@ ASV_METRIC_ALIASES = {"time_host": "track_host_time"}
 MEASUREMENT_COLUMNS = ["source", "run", "machine", "commit", "date", "version", "op", "variant", "dtype",
                        "shape_id", "flops", "bytes", "metric", "value", "iqr", "noisy", "dirty_tree"]
 
-# A copy moves one byte read per byte written, while GeLU·mul reads two tensors per one written and
-# can run a little above it. A ceiling exceeded by more than this margin was mis-measured (a copy
-# captured in a CUDA graph runs on the copy engines, below what kernels reach).
+# The copy and GEMM rates a run measures are rates, not bounds: GeLU·mul reads two tensors per one
+# written and can stream a little faster than a copy. A rate exceeded by more than this margin was
+# itself measured low (a copy captured in a CUDA graph runs on the copy engines, below what kernels reach).
 SUSPECT_MARGIN = 1.10
 # More lines than this in one axes can no longer be followed by eye; a figure with more is split.
 LINES_PER_AXES = 12
@@ -88,8 +88,9 @@ class Loaded:
         return sorted(found - {"unknown"})
 
     @property
-    def ceilings(self) -> dict:
-        """Each machine's ceilings, from its newest pytest run."""
+    def measured_rates(self) -> dict:
+        """Each machine's measured copy and GEMM rates (the dict runs store as `ceilings`), from its
+        newest pytest run."""
         return {r.machine: r.ceilings for r in self.runs}
 
     def label(self, path: Path) -> str:
@@ -212,7 +213,8 @@ SUMMARY_NOTE = ("Per machine, op and dtype, the variants ranked twice: by device
                 "graphs (`host, back to back`: what an eager serving loop pays). Each row names the variant "
                 "fastest at most shapes, its lead over the next fastest where it wins, its speedup over "
                 f"{tables.BASELINES} at every shape, and its rate at its largest shape; device time is also rated "
-                "against the ceiling measured in the same run. Every variant of the op is compared, each by its "
+                "against the copy or GEMM rate measured in the same run (a rate, not a bound: a case can exceed "
+                "it; docs/method.md says why). Every variant of the op is compared, each by its "
                 "own newest record of the case that has that time, so two variants' figures may come from two "
                 f"runs: the files are named below the table. Where a run was paired (`mlpbench run --paired`), a "
                 f"third ranking (`{PAIRED_NAME}`) reads each variant's back-to-back host time as its ratio to "
@@ -229,15 +231,15 @@ def _rate(op: str, r, seconds: float) -> str:
     return f"{gbps / 1e3:,.2f} TB/s" if gbps >= 100 else f"{gbps:,.1f} GB/s"
 
 
-def _ceiling(r) -> str:
-    if pd.isna(r["of_ceiling"]):
-        return "no ceiling measured" if pd.isna(r["device_time_s"]) else "—"
+def _of_measured_rate(r) -> str:
+    if pd.isna(r["of_measured_rate"]):
+        return "no rate measured" if pd.isna(r["device_time_s"]) else "—"
     if r["op"] in tables.COMPUTE_BOUND:
-        what = f"{r['dtype']} GEMM {r['gemm_ceiling_flops'] / 1e12:,.0f} TFLOP/s"
+        what = f"{r['dtype']} GEMM {r['gemm_rate_flops'] / 1e12:,.0f} TFLOP/s"
     else:
-        what = f"copy {r['copy_ceiling_Bps'] / 1e12:,.2f} TB/s"
-    suspect = "; ceiling suspect (mis-measured)" if r["of_ceiling"] > SUSPECT_MARGIN else ""
-    return f"{r['of_ceiling']:.0%} of {what}{suspect}"
+        what = f"copy {r['copy_rate_Bps'] / 1e12:,.2f} TB/s"
+    suspect = "; that rate suspect (measured low)" if r["of_measured_rate"] > SUSPECT_MARGIN else ""
+    return f"{r['of_measured_rate']:.0%} of {what}{suspect}"
 
 
 def _spread(values) -> str:
@@ -271,8 +273,8 @@ def _ranking(op: str, d: pd.DataFrame, column: str) -> list[str]:
             lead + (" (noisy)" if noisy else ""),
             _spread(over.tolist()) + (" (noisy)" if over_noisy else ""),
             f"{_rate(op, big, big[column])}, {big.name}" + (" (noisy)" if big["loud"] else ""),
-            # the ceilings rate device time only: host time measures the CPU too
-            "—" if column in HOST_TIMES else _ceiling(big)]
+            # the measured rates rate device time only: host time measures the CPU too
+            "—" if column in HOST_TIMES else _of_measured_rate(big)]
 
 
 def _paired(g: pd.DataFrame, op: str) -> pd.DataFrame:
@@ -302,7 +304,7 @@ def summary(wide: pd.DataFrame) -> tables.Table:
             rows.append([machine, op, dtype, name, *_ranking(op, newest, column)])
     return tables.Table(["machine", "op", "dtype", "time", "fastest", "its lead where it wins",
                          f"its speedup over {tables.BASELINES}", "its rate at the largest shape",
-                         "of that run's ceiling"], rows, sorted(runs))
+                         "of that run's measured copy or GEMM rate"], rows, sorted(runs))
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -364,7 +366,8 @@ def roofline_cases(wide: pd.DataFrame, machine: str) -> pd.DataFrame:
 
 
 def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
-    """Achieved rate per case against the ceilings measured in the newest run (one panel per bound)."""
+    """Achieved rate per case against the copy and GEMM rates measured in the newest run (one panel
+    per bound)."""
     import matplotlib.pyplot as plt
 
     d = roofline_cases(wide, machine)
@@ -381,16 +384,16 @@ def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
         g = compute[compute["variant"] == variant]
         if not g.empty:
             gemm.scatter(g["flops"] / g["bytes"], g["flops"] / g["device_time_s"] / 1e12, label=variant, s=14)
-    copy = newest["copy_ceiling_Bps"]
+    copy = newest["copy_rate_Bps"]
     if not pd.isna(copy) and not memory_bound.empty:
         achieved = (memory_bound["bytes"] / memory_bound["device_time_s"]).max()
-        # A ceiling far below what kernels achieved was mis-measured; say so on the plot itself.
+        # A copy rate far below what kernels achieved was measured low; say so on the plot itself.
         suspect = " — far below achieved: suspect" if achieved > SUSPECT_MARGIN * copy else ""
-        mem.axhline(copy / 1e12, ls="--", color="grey", label=f"copy ceiling{suspect}")
+        mem.axhline(copy / 1e12, ls="--", color="grey", label=f"measured copy rate{suspect}")
     for dtype, ls in {"bf16": ":", "fp16": "-.", "fp32": "--"}.items():
-        rate = d.loc[d["dtype"] == dtype, "gemm_ceiling_flops"].dropna()
+        rate = d.loc[d["dtype"] == dtype, "gemm_rate_flops"].dropna()
         if not rate.empty:
-            gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"{dtype} GEMM ceiling")
+            gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"measured {dtype} GEMM rate")
     mem.set(xscale="log", xlabel="bytes moved per call (MB)", ylabel="achieved TB/s",
             title=f"memory-bound on {machine}: {', '.join(sorted(set(memory_bound['op'])))}")
     gemm.set(xscale="log", xlabel="arithmetic intensity (FLOP per byte)", ylabel="achieved TFLOP/s",
@@ -508,10 +511,10 @@ def kernel_table(wide: pd.DataFrame) -> tables.Table:
 
 def step_table(wide: pd.DataFrame) -> tables.Table:
     """The elementwise step inside each MLP call (every kernel that is neither a GEMM nor a split-K
-    reduction, by expectations.toml's patterns) against the copy ceiling of the same run, per variant:
+    reduction, by expectations.toml's patterns) against the copy rate the same run measured, per variant:
     a fused kernel left at 60% of bandwidth inside a compiled model shows here without a trace."""
     ops = {name: op for name, op in registry.OPS.items() if op.step_bytes}
-    need = {"kernel_names", "kernel_times_in_order_s", "shape", "copy_ceiling_Bps"}
+    need = {"kernel_names", "kernel_times_in_order_s", "shape", "copy_rate_Bps"}
     if wide.empty or not need <= set(wide.columns):
         return tables.Table([], [])
     found = expectations.patterns()
@@ -526,12 +529,12 @@ def step_table(wide: pd.DataFrame) -> tables.Table:
             continue
         seconds = sum(t for _, t in step)
         rate = ops[r.op].step_bytes(r.shape, ELEMENT_SIZE[r.dtype]) / seconds
-        ceiling = r.copy_ceiling_Bps
+        copy = r.copy_rate_Bps
         rows.append([r.machine, r.op, r.variant, r.dtype, r.shape_id, ", ".join(n[:40] for n, _ in step),
                      f"{seconds * 1e6:,.1f}", f"{rate / 1e12:,.2f}",
-                     "—" if pd.isna(ceiling) else f"{rate / ceiling:.0%}"])
+                     "—" if pd.isna(copy) else f"{rate / copy:.0%}"])
     return tables.Table(["machine", "op", "variant", "dtype", "shape", "elementwise kernels", "µs per call", "TB/s",
-                         "of the copy ceiling"], rows, sorted(set(d["run"])) if rows else [])
+                         "of the measured copy rate"], rows, sorted(set(d["run"])) if rows else [])
 
 
 # The compile-tax benchmarks (record.METRICS, reported and never gated), with their names in the table.
@@ -600,7 +603,8 @@ def _saved(value: str) -> str:
 
 
 def runs_table(data: Loaded) -> tables.Table:
-    """One row per pytest-benchmark run: when, which commit, what it measured with, its ceilings."""
+    """One row per pytest-benchmark run: when, which commit, what it measured with, the copy and GEMM
+    rates it measured."""
     counts = data.records.groupby("run").size() if not data.records.empty else pd.Series(dtype=int)
     tiers = data.records.groupby("run")["tier"].agg(lambda t: ", ".join(sorted(set(t.dropna())))) \
         if not data.records.empty else pd.Series(dtype=str)
@@ -614,11 +618,12 @@ def runs_table(data: Loaded) -> tables.Table:
                      f"{info.get('driver', '—')} / {info.get('cuda', '—')}",
                      f"{info.get('torch', '—')} / {info.get('triton', '—')} / {info.get('liger_kernel', '—')} / "
                      f"{info.get('kernels', '—')}",
-                     tables.copy_ceiling(c),
+                     tables.copy_rate(c),
                      f"{c['gemm_bf16_flops'] / 1e12:,.0f} TFLOP/s" if c.get("gemm_bf16_flops") else "—",
                      str(len({b.get("extra_info", {}).get("shard") for b in run.benchmarks} - {None}) or 1)])
     return tables.Table(["machine", "file", "saved (UTC)", "commit", "tier", "records", "GPU", "driver / CUDA",
-                         "torch / triton / liger-kernel / kernels", "copy ceiling", "bf16 GEMM ceiling", "processes"],
+                         "torch / triton / liger-kernel / kernels", "measured copy rate", "measured bf16 GEMM rate",
+                         "processes"],
                         rows, sorted(data.label(r.path) for r in data.runs))
 
 
@@ -722,11 +727,11 @@ COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the first calls t
              "(check & compile: the float64 check, where compiled variants compile or read what a worker "
              "compiled; device timing; host timing, single "
              "calls and back to back; the profiler pass) and the rest, outside any case and outside the compiles made "
-             "ahead (process starts, imports, ceilings); the processes of a sharded run run at once, so their cases can add up to "
+             "ahead (process starts, imports, measuring the copy and GEMM rates); the processes of a sharded run run at once, so their cases can add up to "
              "more than the run. Then each pytest process's time outside its cases (its interpreter and imports; "
              "collection and preloading up to its first case, including any wait for the compiles made ahead, "
              "which it starts beside, and for the process before it: the processes of a run start at once and "
-             "measure in turn, so their wall times overlap; memory released after cases; the ceilings; its "
+             "measure in turn, so their wall times overlap; memory released after cases; measuring the copy and GEMM rates; its "
              "exit), the slowest cases "
              "per machine, each from its newest record, and the wall time of each night of `mlpbench nightly` "
              "(results/nightly/<machine>.json), by step. Runs recorded before these fields existed are left out.")
@@ -799,7 +804,8 @@ def process_cost_table(data: Loaded) -> tables.Table:
     """Per pytest process of each run that accounted for it (pytest_plugin.process_cost): its wall time,
     and the parts of it outside its cases."""
     keys = {"boot_s": "interpreter and imports", "start_s": "to the first case", "waited_s": "of it, waiting for compiles",
-            "turn_s": "of it, waiting for the process before", "release_s": "memory released", "ceilings_s": "ceilings", "end_s": "exit"}
+            "turn_s": "of it, waiting for the process before", "release_s": "memory released",
+            "ceilings_s": "measuring copy and GEMM rates", "end_s": "exit"}
     rows, files = [], []
     for run in sorted(data.runs, key=lambda r: (r.machine, r.path.name)):
         name = data.label(run.path)
@@ -876,13 +882,13 @@ def _intro(data: Loaded) -> list[str]:
              "the shape; the summary instead takes each variant's own newest record."]
     for machine, g in wide.groupby("machine") if not wide.empty else []:
         newest = g.sort_values(["datetime", "file"]).iloc[-1]
-        if pd.isna(newest["copy_ceiling_Bps"]):
-            intro.append(f"{machine}: no ceilings measured (no GPU), so its figures are {tables.HOST_ONLY}.")
+        if pd.isna(newest["copy_rate_Bps"]):
+            intro.append(f"{machine}: no copy or GEMM rate measured (no GPU), so its figures are {tables.HOST_ONLY}.")
         else:
-            what = tables.copy_ceiling(data.ceilings.get(machine) or {"copy_bandwidth_Bps": newest["copy_ceiling_Bps"]})
+            what = tables.copy_rate(data.measured_rates.get(machine) or {"copy_bandwidth_Bps": newest["copy_rate_Bps"]})
             shown = tables.run_name(f"`{newest['run']}`", newest["run"] in data.dirty)
-            intro.append(f"{machine}: copy ceiling {what} in {shown}; each run's figures are rated "
-                         "against that run's own ceilings.")
+            intro.append(f"{machine}: measured copy rate {what} in {shown}; each run's figures are rated "
+                         "against the copy and GEMM rates that run measured.")
     dirty = tables.dirty_note(data.dirty)
     return intro + ([tables.noise_line(wide)] if not wide.empty and tables.noise_line(wide) else []) \
         + ([dirty] if dirty else [])
@@ -903,7 +909,7 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                           "figure.")]
                 + [("plot", f"{op} on {m}", png, _runs(speedup_cases(wide, m, op))) for m in machines
                    for op in registry.OPS if draw and (png := speedup_plot(wide, m, op))]))
-    out.append(("Achieved rate against the measured ceilings",
+    out.append(("Achieved rate against the measured copy and GEMM rates",
                 [("plot", f"achieved rate on {m}", png, _runs(roofline_cases(wide, m))) for m in machines
                  if draw and (png := roofline_plot(wide, m))]))
     history = history_plots(df) if full else []
@@ -914,12 +920,12 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
                                          f"and dtype, one line per shape. Left out: {left_out['one commit']} cases "
                                          f"measured at one commit only, and {left_out['older versions']} points of "
                                          "an older timing-method version.")] + [("plot", *h, []) for h in history]))
-    across = fleet.side_by_side(df, data.ceilings)
+    across = fleet.side_by_side(df, data.measured_rates)
     if not across.empty and len(across["device_time_s"].columns) > 1:
         portable = fleet.portability_of(data)
         out.append(("Across machines", [("text", "The same case on every machine, the case furthest behind on "
                                                  "one of them first. " + fleet.NOTE), ("table", fleet.table(across))]
-                    + ([("h3", "Portability: each ratio against what the ceilings predict"),
+                    + ([("h3", f"Portability: {fleet.PORTABILITY_TITLE}"),
                         ("text", fleet.portability_summary(portable) + " "
                          + fleet.PORTABILITY_NOTE.format(floor=gate.FLOOR)),
                         ("table", fleet.portability_table(portable))] if not portable.empty else [])))
@@ -931,7 +937,7 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
     out.append(("Our kernels against the faster peer",
                 [("text", "Each of our variants' device time over the fastest compiler variant (Inductor) or peer "
                           "kernel (Liger) of the same run, from the newest run that measured it (below 1: ours is "
-                          "faster), and its rate against that run's ceiling. MB moved counts the fewest bytes one "
+                          "faster), and its rate against the copy or GEMM rate that run measured. MB moved counts the fewest bytes one "
                           "call must move.")]
                 + [part for m in machines for op in registry.OPS for mine in registry.OPS[op].of_role(ROLES[-1])
                    if rec and (t := tables.peer_table(by[m].records, op, mine))
@@ -964,17 +970,17 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
     out.append(("Where the suite's time goes",
                 [("text", COST_NOTE)] + [part for h3, t in cost_tables if t for part in (("h3", h3), ("table", t))]))
     out.append(("pytest-benchmark runs", [("text", "One row per run: when, which commit, what it measured with, its "
-                                                   "ceilings."), ("table", runs_table(data))]))
+                                                   "measured copy and GEMM rates."), ("table", runs_table(data))]))
     out.append(("ASV result files", [("text", "Per result file: the commit, the cases it holds, values recorded and "
                                               "failed, and the benchmark version (a new timing method is a new "
                                               "version; `mlpbench check` compares equal versions only)."),
                                      ("table", asv_files_table(data))]))
     if draw:
-        out.append(("The MLP's elementwise step against the copy ceiling",
+        out.append(("The MLP's elementwise step against the measured copy rate",
                     [("text", "Inside each MLP call, the kernels that are not GEMMs (eager: GeLU then mul; compiled: "
                               "Inductor's fused kernel; Liger's and ours: one fused kernel), rated by the fewest bytes "
                               "the step must move (gate and up read, their product written) over their device time, "
-                              "against the copy ceiling of the same run. Newest record of each case."),
+                              "against the copy rate the same run measured. Newest record of each case."),
                      ("long", step_table(wide))]))
         out.append(("Kernels per MLP call", [("text", "Device time by kernel, in launch order, newest record of each "
                                                       "case."), ("long", kernel_table(wide))]))

@@ -3,10 +3,11 @@ extra_info fields mlpbench/results.py reads, and ASV result files in format v2.
 
 `build(root)` writes root/results with two machines:
 
-- `box` (a GPU, with ceilings): an older run (gelu_mul at two shapes, eager/compiled/ours; mlp at
-  one, eager/ours) whose outcomes lie in a file beside it, as older runs kept them, and a newer run
-  (gelu_mul at one shape, eager/ours/maxautotune) whose outcomes are inside its JSON. Two ASV commits
-  of GeluMulDevice, the second with ours 10% slower, and a compile-tax figure.
+- `box` (a GPU, with measured copy and GEMM rates): an older run (gelu_mul at two shapes,
+  eager/compiled/ours; mlp at one, eager/ours) whose outcomes lie in a file beside it, as older runs
+  kept them, and a newer run (gelu_mul at one shape, eager/ours/maxautotune) whose outcomes are
+  inside its JSON. Two ASV commits of GeluMulDevice, the second with ours 10% slower, and a
+  compile-tax figure.
 - `cpu` (no GPU): one run of linear, host time only.
 
 Known facts: ours is the fastest gelu_mul bf16 variant by device time at both shapes; liger was

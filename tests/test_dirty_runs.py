@@ -110,13 +110,13 @@ def test_a_page_without_dirty_runs_says_nothing_of_them(written):
 
 
 def _two_gpus(results, dirty_machine: str):
-    """Two machines with ceilings, each one pytest run of the same cases; `dirty_machine`'s dirty."""
+    """Two machines with measured rates, each one pytest run of the same cases; `dirty_machine`'s dirty."""
     cases = {"gelu_mul/eager/bf16/t8192-h3072": 66e-6, "gelu_mul/ours/bf16/t8192-h3072": 36e-6}
-    ceilings = {"copy_bandwidth_Bps": 4e12, "gemm_bf16_flops": 700e12}
+    rates = {"copy_bandwidth_Bps": 4e12, "gemm_bf16_flops": 700e12}
     paths = {}
     for machine, slower in (("h100", 1.3), ("h200", 1.0)):
         records = [pytest_record(c, t * slower, bytes=3 * 8192 * 3072 * 2) for c, t in cases.items()]
-        paths[machine] = pytest_run(results / "pytest", machine, "20990101T000000Z", records, "d" * 40, ceilings,
+        paths[machine] = pytest_run(results / "pytest", machine, "20990101T000000Z", records, "d" * 40, rates,
                                     dirty=machine == dirty_machine)
     return {m: f"results/pytest/{m}/{p.name}" for m, p in paths.items()}
 
