@@ -1,5 +1,5 @@
 """pytest-benchmark runs → one pandas DataFrame of records (`frame`) → tables (`Table`: markdown,
-HTML, CSV): the per-op tables that `mlpbench run` prints and the report's (mlpbench/report.py).
+HTML, CSV): the per-op tables that `mlpbench run` prints and the report's (mlpbench/report/).
 
 Throughput is derived here, never stored: TFLOP/s = flops / device time for the GEMM ops, GB/s =
 bytes / device time for the memory-bound step (host time stands in where no device time exists).
