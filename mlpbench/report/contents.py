@@ -99,8 +99,8 @@ def sections(data: Loaded | Path, full: bool = True) -> Report:
     out.append(("Our kernels against the faster peer",
                 [("text", "Each of our variants' device time over the fastest compiler variant (Inductor) or peer "
                           "kernel (Liger) of the same run, from the newest run that measured it (below 1: ours is "
-                          "faster), and its rate against the copy or GEMM rate that run measured. MB moved counts the fewest bytes one "
-                          "call must move.")]
+                          "faster), and its rate against the copy or GEMM rate that run measured. MB moved counts "
+                          "the fewest bytes one call must move.")]
                 + [part for m in machines for op in registry.OPS for mine in registry.OPS[op].of_role(ROLES[-1])
                    if rec and (t := tables.peer_table(by[m].records, op, mine))
                    for part in (("h3", f"{op}: {mine} on {m}"), ("table", t))]))

@@ -20,12 +20,12 @@ COST_NOTE = ("Wall time of `mlpbench run`, per run: its total, the first calls t
              "(check & compile: the float64 check, where compiled variants compile or read what a worker "
              "compiled; device timing; host timing, single "
              "calls and back to back; the profiler pass) and the rest, outside any case and outside the compiles made "
-             "ahead (process starts, imports, measuring the copy and GEMM rates); the processes of a sharded run run at once, so their cases can add up to "
-             "more than the run. Then each pytest process's time outside its cases (its interpreter and imports; "
+             "ahead (process starts, imports, measuring the copy and GEMM rates); the processes of a sharded "
+             "run run at once, so their cases can add up to more than the run. Then each pytest process's time outside its cases (its interpreter and imports; "
              "collection and preloading up to its first case, including any wait for the compiles made ahead, "
              "which it starts beside, and for the process before it: the processes of a run start at once and "
-             "measure in turn, so their wall times overlap; memory released after cases; measuring the copy and GEMM rates; its "
-             "exit), the slowest cases "
+             "measure in turn, so their wall times overlap; memory released after cases; measuring the copy "
+             "and GEMM rates; its exit), the slowest cases "
              "per machine, each from its newest record, and the wall time of each night of `mlpbench nightly` "
              "(results/nightly/<machine>.json), by step. Runs recorded before these fields existed are left out.")
 
