@@ -143,25 +143,29 @@ def note_portability(html_dir: Path, results_root: Path) -> str:
     have pytest runs (nothing is written then)."""
     import html
 
-    from . import fleet, gate, report
+    from . import fleet, gate, report, tables
 
     html_dir = Path(html_dir)
     for stale in (html_dir / PORTABILITY, html_dir / PORTABILITY_LINE):
         stale.unlink(missing_ok=True)
     try:
-        frame = fleet.portability_of(report.load(Path(results_root)))
+        data = report.load(Path(results_root))
+        frame = fleet.portability_of(data)
     except (OSError, ValueError) as exc:  # the dashboard still publishes; the reason is printed, not lost
         print(f"mlpbench: no cross-GPU panel on the dashboard: {exc}", file=sys.stderr)
         return ""
     if frame.empty:
         return ""
     line = fleet.portability_summary(frame)
+    table = fleet.portability_table(frame)
+    # the pytest runs its figures come from, each from a dirty tree marked as the report marks it
+    files = f"<p>{html.escape(tables.from_line(table.sources, data.dirty, str))}</p>" if table.sources else ""
     (html_dir / PORTABILITY).write_text(
         "<!doctype html><meta charset='utf-8'><title>Across machines</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         f"<h1>Across machines: each ratio against what the ceilings predict</h1><p>{html.escape(line)}</p>"
         f"<p>{html.escape(fleet.PORTABILITY_NOTE.format(floor=gate.FLOOR))}</p>"
-        f"{fleet.portability_table(frame).html()}<p><a href='index.html'>back to the dashboard</a></p>",
+        f"{table.html()}{files}<p><a href='index.html'>back to the dashboard</a></p>",
         encoding="utf-8")
     (html_dir / PORTABILITY_LINE).write_text(json.dumps(line))
     return line

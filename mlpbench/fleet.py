@@ -1,11 +1,13 @@
 """The fleet side by side: each case's latest device time on every machine, and the fraction of
-that machine's own measured ceiling it reached, so a case that lags on one GPU type stands out.
+the rate that machine measured (its copy rate for memory-bound ops, the GEMM rate of the case's
+dtype for compute-bound ones) it reached, so a case that lags on one GPU type stands out.
 
-Raw times differ between GPU types for every case; the fraction of each machine's ceiling (copy
-bandwidth for memory-bound ops, the GEMM rate of the case's dtype for compute-bound ones) does
-not, so a case whose fraction is far below the other machines' is one that runs badly there.
+Raw times differ between GPU types for every case; the fraction of each machine's measured rate
+does not, so a case whose fraction is far below the other machines' is one that runs badly there.
+The rates are what one copy and one GEMM reached, not bounds: a fraction can exceed 1.
 
-Input: the measurements frame and the ceilings by machine of `report.load(...)`.
+Input: the measurements frame and the measured rates by machine of `report.load(...)`
+(`Loaded.measured_rates`: the dicts runs store as `ceilings`).
 """
 
 from __future__ import annotations
@@ -21,21 +23,21 @@ DEVICE_TIME = {"pytest": "device_time_s", "asv": "track_device_time"}
 CASE = ["op", "variant", "dtype", "shape_id"]
 
 
-def _fraction(row, ceilings: dict) -> float:
-    ceiling = ceilings.get(row.machine) or {}
+def _fraction(row, rates: dict) -> float:
+    measured = rates.get(row.machine) or {}
     if row.op in tables.COMPUTE_BOUND:
-        work, peak = row.flops, ceiling.get(f"gemm_{row.dtype}_flops")
+        work, rate = row.flops, measured.get(f"gemm_{row.dtype}_flops")
     else:
-        work, peak = row.bytes, ceiling.get("copy_bandwidth_Bps")
-    if not peak or work is None or pd.isna(work) or not work or not row.value:
+        work, rate = row.bytes, measured.get("copy_bandwidth_Bps")
+    if not rate or work is None or pd.isna(work) or not work or not row.value:
         return math.nan
-    return work / row.value / peak
+    return work / row.value / rate
 
 
 def _lagging(row: pd.Series, machines: list[str]) -> tuple[float, str | None]:
-    """(spread, the machine furthest behind) for one case: by fraction of ceiling where two or
-    more machines have one, else by device time."""
-    fractions = {m: row[("of_ceiling", m)] for m in machines if not pd.isna(row[("of_ceiling", m)])}
+    """(spread, the machine furthest behind) for one case: by fraction of the measured rate where two
+    or more machines have one, else by device time."""
+    fractions = {m: row[("of_measured_rate", m)] for m in machines if not pd.isna(row[("of_measured_rate", m)])}
     if len(fractions) >= 2:
         worst = min(fractions, key=fractions.get)
         return max(fractions.values()) / fractions[worst], worst
@@ -46,10 +48,11 @@ def _lagging(row: pd.Series, machines: list[str]) -> tuple[float, str | None]:
     return math.nan, None
 
 
-def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
-    """One row per (source, case); per machine its latest device time (s) and fraction of that
-    machine's ceiling; `spread` (best over worst fraction where two machines have one, else
-    slowest over fastest time) and `behind` (that worst machine). Largest spread first.
+def side_by_side(df: pd.DataFrame, rates: dict) -> pd.DataFrame:
+    """One row per (source, case); per machine its latest device time (s), fraction of the rate that
+    machine measured (`of_measured_rate`) and the file (`run`) it came from; `spread` (best over worst fraction where two
+    machines have one, else slowest over fastest time) and `behind` (that worst machine). Largest
+    spread first.
 
     Latest: the newest commit date for ASV rows; for pytest rows (no date) the last loaded,
     since report.load reads each machine's files, named by UTC time stamp, in sorted order."""
@@ -66,9 +69,14 @@ def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     known = work.reindex(pd.MultiIndex.from_frame(latest[CASE]))
     latest["flops"] = latest["flops"].astype(float).fillna(pd.Series(known["flops"].to_numpy(dtype=float), index=latest.index))
     latest["bytes"] = latest["bytes"].astype(float).fillna(pd.Series(known["bytes"].to_numpy(dtype=float), index=latest.index))
-    latest["of_ceiling"] = [_fraction(r, ceilings) for r in latest.itertuples()]
+    latest["of_measured_rate"] = [_fraction(r, rates) for r in latest.itertuples()]
     latest = latest.rename(columns={"value": "device_time_s"})
-    wide = latest.pivot(index=["source", *CASE], columns="machine", values=["device_time_s", "of_ceiling"])
+    if "run" not in latest:  # the file each figure came from, where the rows name it
+        latest["run"] = None
+    index = ["source", *CASE]
+    # the file names pivoted apart, so that the figures stay floats
+    wide = latest.pivot(index=index, columns="machine", values=["device_time_s", "of_measured_rate"]).join(
+        latest.pivot(index=index, columns="machine", values=["run"]))
     machines = sorted(latest["machine"].unique())
     lag = [_lagging(r, machines) for _, r in wide.iterrows()]
     wide[("spread", "")] = [s for s, _ in lag]
@@ -76,13 +84,14 @@ def side_by_side(df: pd.DataFrame, ceilings: dict) -> pd.DataFrame:
     return wide.sort_values(("spread", ""), ascending=False, na_position="last", kind="stable")
 
 
-NOTE = ("µs: latest device time; %: of that machine's own ceiling (copy bandwidth for memory-bound ops, GEMM "
-        "rate of the dtype for compute-bound ones). spread: best over worst fraction of ceiling (slowest over "
-        "fastest time where ceilings are missing); behind: the worst machine.")
+NOTE = ("µs: latest device time; %: of the rate that machine measured (its copy rate for memory-bound ops, its "
+        "GEMM rate of the dtype for compute-bound ones; a rate, not a bound, so a case can exceed it). spread: best "
+        "over worst fraction of the measured rate (slowest over fastest time where no rate was measured); behind: "
+        "the worst machine.")
 
 
 def table(wide: pd.DataFrame) -> tables.Table:
-    """The side-by-side table: per machine `µs · % of its ceiling`, the largest spread first."""
+    """The side-by-side table: per machine `µs · % of its measured rate`, the largest spread first."""
     if wide.empty:
         return tables.Table([], [])
     machines = list(wide["device_time_s"].columns)
@@ -90,13 +99,18 @@ def table(wide: pd.DataFrame) -> tables.Table:
     for (source, *case), r in wide.iterrows():
         cells = []
         for m in machines:
-            t, f = r[("device_time_s", m)], r[("of_ceiling", m)]
+            t, f = r[("device_time_s", m)], r[("of_measured_rate", m)]
             cells.append("—" if pd.isna(t) else f"{t * 1e6:,.1f} µs" + ("" if pd.isna(f) else f" · {f:.0%}"))
         spread, behind = r[("spread", "")], r[("behind", "")]
         # a case measured on one machine only has no spread and no machine behind (NaN, not text)
         rows.append(["/".join(case), source, *cells, "—" if pd.isna(spread) else f"{spread:.2f}×",
                      "—" if pd.isna(behind) or not behind else str(behind)])
-    return tables.Table(["case", "source", *machines, "spread", "behind"], rows)
+    return tables.Table(["case", "source", *machines, "spread", "behind"], rows, _files(wide))
+
+
+def _files(wide: pd.DataFrame) -> list[str]:
+    """The files behind side_by_side's figures (its `run` columns)."""
+    return sorted({f for f in wide["run"].stack().dropna() if f}) if "run" in wide else []
 
 
 def markdown(wide: pd.DataFrame) -> str:
@@ -104,28 +118,30 @@ def markdown(wide: pd.DataFrame) -> str:
     return "" if wide.empty else table(wide).markdown() + "\n\n" + NOTE
 
 
-# --- portability: is each case's ratio between two machines what their ceilings predict? ---------
+# --- portability: is each case's ratio between two machines what their measured rates predict? ---
 
+PORTABILITY_TITLE = "each ratio against what the measured rates predict"
 # A case reaching less than this fraction of its roofline on every machine is bound by launches or
-# latency, which neither ceiling describes: it gets no prediction, rather than a false alarm.
+# latency, which neither measured rate describes: it gets no prediction, rather than a false alarm.
 LATENCY_FRACTION = 0.5
 NOISE_MULTIPLE = 3.0  # as the gate's: standard deviations of a spread before a case is called an outlier
 
 
-def _roofline_s(flops, nbytes, dtype: str, ceiling: dict) -> float:
-    """The fewest seconds the case can take on a machine: its FLOPs at the GEMM ceiling of its dtype or
-    its bytes at the copy ceiling, whichever is longer (a memory-bound op does no GEMM: flops 0)."""
-    gemm, copy = ceiling.get(f"gemm_{dtype}_flops"), ceiling.get("copy_bandwidth_Bps")
+def _roofline_s(flops, nbytes, dtype: str, rates: dict) -> float:
+    """The case's time at one machine's measured rates: its FLOPs at the GEMM rate of its dtype or its
+    bytes at the copy rate, whichever is longer (a memory-bound op does no GEMM: flops 0). Not a
+    bound: a case can beat the rates one copy and one GEMM reached."""
+    gemm, copy = rates.get(f"gemm_{dtype}_flops"), rates.get("copy_bandwidth_Bps")
     parts = [w / c for w, c in ((flops, gemm), (nbytes, copy)) if w and c and not pd.isna(w)]
     return max(parts) if parts else math.nan
 
 
-def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
-    """One row per case that pytest runs measured on two machines with ceilings, for each pair of
-    machines (alphabetical: h100 over h200): the measured device-time ratio, the ratio the two
-    machines' ceilings predict from the case's roofline time (_roofline_s), their quotient
+def portability(df: pd.DataFrame, rates: dict, noise: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
+    """One row per case that pytest runs measured on two machines with measured rates, for each pair
+    of machines (alphabetical: h100 over h200): the measured device-time ratio, the ratio the two
+    machines' measured rates predict from the case's roofline time (_roofline_s), their quotient
     (`departure`), the median departure of the cases of its bound on that pair (`class_departure`,
-    the error the ceilings share), the case's departure beyond it (`beyond_class`), the allowance it
+    the error the measured rates share), the case's departure beyond it (`beyond_class`), the allowance it
     is judged by and the verdict.
 
     The allowance is the two machines' between-run noise of the case combined (`noise`: {machine:
@@ -136,10 +152,10 @@ def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, flo
     from . import gate
 
     noise = noise or {}
-    with_ceilings = {m for m, c in ceilings.items() if c and c.get("copy_bandwidth_Bps")}
+    with_rates = {m for m, c in rates.items() if c and c.get("copy_bandwidth_Bps")}
     pytest_rows = df[(df["source"] == "pytest") & (df["metric"] == DEVICE_TIME["pytest"])
-                     & df["machine"].isin(with_ceilings)]
-    wide = side_by_side(pytest_rows, ceilings)
+                     & df["machine"].isin(with_rates)]
+    wide = side_by_side(pytest_rows, rates)
     if wide.empty:
         return pd.DataFrame()
     work = df.dropna(subset=["flops", "bytes"]).drop_duplicates(CASE, keep="last").set_index(CASE)[["flops", "bytes"]]
@@ -153,15 +169,16 @@ def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, flo
                     continue
                 flops, nbytes = work.loc[tuple(case)]
                 op, variant, dtype, shape = case
-                ra = _roofline_s(flops, nbytes, dtype, ceilings[a])
-                rb = _roofline_s(flops, nbytes, dtype, ceilings[b])
+                ra = _roofline_s(flops, nbytes, dtype, rates[a])
+                rb = _roofline_s(flops, nbytes, dtype, rates[b])
                 case_id = "/".join(case)
                 out = {"case": case_id, "op": op, "pair": f"{a}/{b}", "measured": ta / tb,
                        "predicted": math.nan, "departure": math.nan, "allowance": math.nan, "noise_from": "",
-                       "verdict": "no roofline"}
+                       "verdict": "no roofline", "runs": tuple(f for f in (r[("run", a)], r[("run", b)])
+                                                               if isinstance(f, str) and f)}
                 if not (pd.isna(ra) or pd.isna(rb)):
-                    out["bound"] = "compute" if flops and ceilings[a].get(f"gemm_{dtype}_flops") and \
-                        flops / ceilings[a][f"gemm_{dtype}_flops"] >= nbytes / ceilings[a]["copy_bandwidth_Bps"] else "memory"
+                    out["bound"] = "compute" if flops and rates[a].get(f"gemm_{dtype}_flops") and \
+                        flops / rates[a][f"gemm_{dtype}_flops"] >= nbytes / rates[a]["copy_bandwidth_Bps"] else "memory"
                     if max(ra / ta, rb / tb) < LATENCY_FRACTION:
                         out["verdict"] = "latency-bound"
                     else:
@@ -174,7 +191,7 @@ def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, flo
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    # Each ceiling is one kernel at one operating point (an 8192³ GEMM, a 1 GiB copy), and every case of
+    # Each measured rate is one kernel at one operating point (an 8192³ GEMM, a 1 GiB copy), and every case of
     # a bound shares its error: the class's median departure is that shared part, and a case is judged
     # by how far it departs beyond it.
     judged = frame["verdict"] == "judged"
@@ -197,13 +214,14 @@ def portability(df: pd.DataFrame, ceilings: dict, noise: dict[str, dict[str, flo
 
 PORTABILITY_NOTE = (
     "measured: the first machine's device time over the second's, from each machine's newest pytest run; "
-    "predicted: the same ratio of the case's roofline time (its FLOPs at the GEMM ceiling of its dtype or its "
-    "bytes at the copy ceiling, whichever is longer, each machine's own in-run ceilings); departure: measured "
-    "over predicted; beyond its bound's median: the departure over the median departure of the cases of its "
-    "bound (memory or compute), the error every such case shares with the ceilings. not portable: that is "
+    "predicted: the same ratio of the case's roofline time (its FLOPs at the measured GEMM rate of its dtype or "
+    "its bytes at the measured copy rate, whichever is longer, each machine's own rates from its runs); "
+    "departure: measured over predicted; beyond its bound's median: the departure over the median departure of "
+    "the cases of its bound (memory or compute), the error every such case shares with the measured rates. not "
+    "portable: that is "
     "beyond the allowance, the largest of the two machines' between-run noise of the case combined, three "
     "robust standard deviations of the bound's cases and the gate's {floor:.0%} floor; latency-bound: under "
-    f"{LATENCY_FRACTION:.0%} of its roofline on both, which no ceiling predicts.")
+    f"{LATENCY_FRACTION:.0%} of its roofline on both, which neither measured rate predicts.")
 
 
 def portability_table(frame: pd.DataFrame, verdicts: tuple[str, ...] | None = None) -> tables.Table:
@@ -218,8 +236,9 @@ def portability_table(frame: pd.DataFrame, verdicts: tuple[str, ...] | None = No
     rows = [[r.case, r.pair, ratio(r.measured), ratio(r.predicted), ratio(r.departure), ratio(r.beyond_class),
              "—" if pd.isna(r.allowance) else f"±{r.allowance:.1%} ({r.noise_from})",
              r.verdict] for r in shown.itertuples()]
+    files = sorted({f for runs in shown["runs"] for f in runs}) if "runs" in shown else []
     return tables.Table(["case", "machines", "measured", "predicted", "departure", "beyond its bound's median",
-                         "allowance", "verdict"], rows)
+                         "allowance", "verdict"], rows, files)
 
 
 def portability_summary(frame: pd.DataFrame) -> str:
@@ -241,15 +260,19 @@ def portability_of(data) -> pd.DataFrame:
     from . import between_runs
 
     noise = {m: between_runs.load(data.root, m) for m in data.machines}
-    return portability(data.measurements, data.ceilings, noise)
+    return portability(data.measurements, data.measured_rates, noise)
 
 
-def portability_markdown(frame: pd.DataFrame) -> str:
+def portability_markdown(frame: pd.DataFrame, dirty=(), link=lambda name: f"`{name}`") -> str:
+    """The summary, the table with the files it comes from (`link` spells each; the runs of `dirty`,
+    made from a dirty tree, marked) and what its columns mean."""
     from . import gate
 
     if frame.empty:
         return ""
-    return (portability_summary(frame) + "\n\n" + portability_table(frame).markdown() + "\n\n"
+    t = portability_table(frame)
+    return (portability_summary(frame) + "\n\n" + t.markdown() + "\n\n"
+            + (tables.from_line(t.sources, dirty, link) + "\n\n" if t.sources else "")
             + PORTABILITY_NOTE.format(floor=gate.FLOOR))
 
 

@@ -1,5 +1,5 @@
 """pytest-benchmark runs → one pandas DataFrame of records (`frame`) → tables (`Table`: markdown,
-HTML, CSV): the per-op tables that `mlpbench run` prints and the report's (mlpbench/report.py).
+HTML, CSV): the per-op tables that `mlpbench run` prints and the report's (mlpbench/report/).
 
 Throughput is derived here, never stored: TFLOP/s = flops / device time for the GEMM ops, GB/s =
 bytes / device time for the memory-bound step (host time stands in where no device time exists).
@@ -29,7 +29,8 @@ from .ops import ROLES
 
 _, _COMPILER, _PEER, _OURS = ROLES  # the peer table sets our kernels against compilers' and peers'
 
-# Rated in TFLOP/s against the GEMM ceiling (Op.bound "compute"); every other op in GB/s against copy.
+# Rated in TFLOP/s against the measured GEMM rate (Op.bound "compute"); every other op in GB/s against
+# the measured copy rate.
 COMPUTE_BOUND = frozenset(name for name, op in registry.OPS.items() if op.compute_bound)
 VARIANT_ORDER = registry.all_variants()  # column order: baselines first, then compilers, peers, ours
 # What speedups are taken over, for prose about every op at once: the ops' baseline variants.
@@ -93,15 +94,19 @@ def load_pytest_json(paths) -> pd.DataFrame:
 def frame(runs: list[results.PytestRun]) -> pd.DataFrame:
     """One row per benchmark record of `runs` (results.pytest_records), with the figures derived:
     spreads, the time shown (device time where there is one), noise marks, rates, the fraction of
-    the run's ceiling, and the speedup over the op's baseline from the same file (the same run)."""
+    the copy or GEMM rate the run measured, and the speedup over the op's baseline from the same file
+    (the same run)."""
     df = results.pytest_records(runs)
     if df.empty:
         return df
+    # The rates the run measured, which results.py names after the key runs store them under (`ceilings`):
+    # rates of one copy and one GEMM, not bounds, so they are called what they are from here on.
+    df = df.rename(columns={"copy_ceiling_Bps": "copy_rate_Bps", "gemm_ceiling_flops": "gemm_rate_flops"})
     df["device_iqr_s"] = df.pop("device_time_samples_s").map(_iqr)
     b2b = df.pop("host_time_back_to_back_samples_s")
     df["host_back_to_back_iqr_s"] = b2b.map(_iqr)
     for col in ("device_time_s", "device_iqr_s", "host_time_s", "host_iqr_s", "host_min_s",
-                "host_time_back_to_back_s", "host_back_to_back_iqr_s", "copy_ceiling_Bps", "gemm_ceiling_flops",
+                "host_time_back_to_back_s", "host_back_to_back_iqr_s", "copy_rate_Bps", "gemm_rate_flops",
                 "flops", "bytes"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     # Why each figure is noisy ('' when it is not): `noise`, with the minimum and single-call samples of host time.
@@ -118,9 +123,9 @@ def frame(runs: list[results.PytestRun]) -> pd.DataFrame:
     compute = df["op"].isin(COMPUTE_BOUND)
     df["tflops"] = (df["flops"] / df["time_s"] / 1e12).where(compute)
     df["gbps"] = df["bytes"] / df["time_s"] / 1e9
-    # Against the ceiling of the same run, and only for device time: host time measures the CPU too.
-    df["of_ceiling"] = ((df["flops"] / df["device_time_s"] / df["gemm_ceiling_flops"]).where(compute)
-                        .fillna((df["bytes"] / df["device_time_s"] / df["copy_ceiling_Bps"]).where(~compute)))
+    # Against the rate the same run measured, and only for device time: host time measures the CPU too.
+    df["of_measured_rate"] = ((df["flops"] / df["device_time_s"] / df["gemm_rate_flops"]).where(compute)
+                              .fillna((df["bytes"] / df["device_time_s"] / df["copy_rate_Bps"]).where(~compute)))
     # Each variant against its op's baseline from the same file (the same run): a box measured twice
     # gives two pairs.
     pair = ["file", "machine", "op", "dtype", "shape_id"]
@@ -206,6 +211,43 @@ def noise_line(df: pd.DataFrame) -> str:
             shown += int(df[value].notna().sum())
             noisy += int((df[why] != "").sum())
     return f"{noisy} of {shown} figures are {NOISY_NOTE}" if noisy else ""
+
+
+# A pytest-benchmark run made from a working tree with uncommitted changes (its `commit_info.dirty`):
+# its commit does not name all the code that ran, so every page that names the run says so, in
+# these words, beside its name.
+DIRTY = "dirty tree"
+
+
+def run_name(name: str, dirty: bool) -> str:
+    """A run's name as a page shows it: marked where the run came from a dirty tree."""
+    return f"{name} ({DIRTY})" if dirty else name
+
+
+def dirty_runs(df: pd.DataFrame) -> set[str]:
+    """The runs (labels) of `df`'s rows that came from a dirty tree (its `dirty_tree` column, which
+    report.load adds); none where the frame has no such column."""
+    if df.empty or "dirty_tree" not in df or "run" not in df:
+        return set()
+    return set(df.loc[df["dirty_tree"].eq(True), "run"])
+
+
+def dirty_note(dirty) -> str:
+    """'' without dirty runs; else the line that names them and says what their mark means."""
+    if not dirty:
+        return ""
+    one = len(dirty) == 1
+    return (f"{len(dirty)} pytest-benchmark run{'' if one else 's'} {'was' if one else 'were'} made from a working "
+            f"tree with uncommitted changes (pytest-benchmark's `commit_info.dirty`), so the commit "
+            f"{'it records' if one else 'each records'} does not name all the code that ran; "
+            f"{'it is' if one else 'each is'} marked ({DIRTY}) wherever it is named: "
+            + ", ".join(f"`{r}`" for r in sorted(dirty)) + ".")
+
+
+def from_line(sources, dirty=(), link=lambda name: f"`{name}`") -> str:
+    """The line below a table or plot naming the files its figures come from, `link(name)` spelling
+    each, every run from a dirty tree marked."""
+    return "From " + ", ".join(run_name(link(s), s in dirty) for s in sources) + "."
 
 
 @dataclass
@@ -407,9 +449,9 @@ def overhead_rows(df: pd.DataFrame, op: str) -> Table:
     return Table(["tokens", *[f"{names[c]}: {' / '.join(variants)} (µs)" for c in cols]], rows, _sources(g))
 
 
-def copy_ceiling(c: dict) -> str:
-    """A run's copy ceiling, with the method that set it and the vendor's figure where the run kept them
-    (ceilings v2, mlpbench/bandwidth.py); v1 runs measured copy_ alone."""
+def copy_rate(c: dict) -> str:
+    """A run's measured copy rate, with the method that set it and the vendor's figure where the run
+    kept them (ceilings_version 2, mlpbench/bandwidth.py); version 1 runs measured copy_ alone."""
     if not c.get("copy_bandwidth_Bps"):
         return "—"
     text = f"{c['copy_bandwidth_Bps'] / 1e12:.2f} TB/s"
@@ -433,12 +475,12 @@ def peer_table(wide: pd.DataFrame, op: str, mine: str | None = None) -> Table:
         noisy = bool(ours["noisy"] or peer["noisy"])
         compute = op in COMPUTE_BOUND
         rate = f"{ours['tflops']:,.1f} TFLOP/s" if compute else f"{ours['gbps'] / 1e3:,.2f} TB/s"
-        ceiling = "—" if pd.isna(ours["of_ceiling"]) else f"{ours['of_ceiling']:.0%}"
+        of_rate = "—" if pd.isna(ours["of_measured_rate"]) else f"{ours['of_measured_rate']:.0%}"
         rows.append([shape, dtype, f"{ours['bytes'] / 1e6:,.1f}",
                      fmt_time(ours["time_s"], ours["time_iqr_s"], why=ours["time_noise"]),
                      f"{fmt_time(peer['time_s'], peer['time_iqr_s'], why=peer['time_noise'])} ({peer.name})",
                      f"{ours['time_s'] / peer['time_s']:.3f}" + (" (noisy)" if noisy else ""),
-                     rate, ceiling])
-    what = "GEMM ceiling" if op in COMPUTE_BOUND else "copy ceiling"
+                     rate, of_rate])
+    what = "measured GEMM rate" if op in COMPUTE_BOUND else "measured copy rate"
     return Table(["shape", "dtype", "MB moved", f"{mine} µs", "faster peer µs", f"{mine} / peer", f"{mine} rate",
                   f"of {what}"], rows, _sources(g))

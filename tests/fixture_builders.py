@@ -79,12 +79,14 @@ def pytest_record(case_id: str, device_s: float, **info) -> dict:
 
 
 def pytest_run(folder: Path, machine: str, stamp: str, records: list[dict], commit: str | None = None,
-               ceilings: dict | None = None) -> Path:
+               ceilings: dict | None = None, dirty: bool | None = None) -> Path:
     """`folder/<machine>/<stamp>-standard-1.json`: a pytest-benchmark file as `mlpbench run` writes it
-    (stamp: a UTC time like 20990101T000000Z, so name order is time order)."""
+    (stamp: a UTC time like 20990101T000000Z, so name order is time order); `dirty`, where given, is
+    its `commit_info.dirty`."""
     env = {"machine": machine, "gpu": "fabricated GPU", **({"ceilings": ceilings} if ceilings else {})}
     when = f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}+00:00"
-    doc = {"machine_info": {"mlpbench": env}, "commit_info": {"id": commit} if commit else {},
+    info = ({"id": commit} if commit else {}) | ({} if dirty is None else {"dirty": dirty})
+    doc = {"machine_info": {"mlpbench": env}, "commit_info": info,
            "datetime": when, "benchmarks": records}
     path = folder / machine / f"{stamp}-standard-1.json"
     path.parent.mkdir(parents=True, exist_ok=True)

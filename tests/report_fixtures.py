@@ -3,10 +3,11 @@ extra_info fields mlpbench/results.py reads, and ASV result files in format v2.
 
 `build(root)` writes root/results with two machines:
 
-- `box` (a GPU, with ceilings): an older run (gelu_mul at two shapes, eager/compiled/ours; mlp at
-  one, eager/ours) whose outcomes lie in a file beside it, as older runs kept them, and a newer run
-  (gelu_mul at one shape, eager/ours/maxautotune) whose outcomes are inside its JSON. Two ASV commits
-  of GeluMulDevice, the second with ours 10% slower, and a compile-tax figure.
+- `box` (a GPU, with measured copy and GEMM rates): an older run (gelu_mul at two shapes,
+  eager/compiled/ours; mlp at one, eager/ours) whose outcomes lie in a file beside it, as older runs
+  kept them, and a newer run (gelu_mul at one shape, eager/ours/maxautotune) whose outcomes are
+  inside its JSON. Two ASV commits of GeluMulDevice, the second with ours 10% slower, and a
+  compile-tax figure.
 - `cpu` (no GPU): one run of linear, host time only.
 
 Known facts: ours is the fastest gelu_mul bf16 variant by device time at both shapes; liger was
@@ -53,8 +54,11 @@ def record(op, variant, dtype, shape_id, dims, device_us=None, host_us=None, flo
 
 
 def write_run(path: Path, machine: str, when: str, records: list[dict], ceilings: dict | None = None,
-              outcomes: list[dict] | None = None, commit: str = COMMITS[0]) -> Path:
-    doc = {"datetime": when, "commit_info": {"id": commit}, "benchmarks": records,
+              outcomes: list[dict] | None = None, commit: str = COMMITS[0], dirty: bool | None = None) -> Path:
+    """A pytest-benchmark file; `dirty`, where given, is its `commit_info.dirty` (pytest-benchmark's
+    word for a working tree with uncommitted changes)."""
+    info = {"id": commit} | ({} if dirty is None else {"dirty": dirty})
+    doc = {"datetime": when, "commit_info": info, "benchmarks": records,
            "machine_info": {"mlpbench": {"machine": machine, "ceilings": ceilings or {}}}}
     if outcomes is not None:
         doc["outcomes"] = outcomes
@@ -109,19 +113,22 @@ def _mlp(variant: str, device_us: float) -> dict:
                   kernel_times_s={n: t for n, t in zip(names, times)})
 
 
-def build(root: Path) -> Path:
-    """The synthetic results folder (see the module's docstring); returns root/results."""
+def build(root: Path, dirty: tuple[str, ...] = ()) -> Path:
+    """The synthetic results folder (see the module's docstring); returns root/results. The runs of
+    `box` named in `dirty` (OLD, NEW) come from a dirty tree, the others from a clean one."""
     results = root / "results"
     ceilings = {"copy_bandwidth_Bps": 6.0e12, "gemm_bf16_flops": 700e12}
     old = [_gelu(v, s, us * k) for k, s in enumerate(GELU, 1) for v, us in OLD_GELU.items()]
     old += [_mlp("eager", 250.0), _mlp("ours", 220.0)]
-    old_path = write_run(results / "pytest" / BOX / OLD, BOX, "2026-12-01T00:00:00+00:00", old, ceilings)
+    old_path = write_run(results / "pytest" / BOX / OLD, BOX, "2026-12-01T00:00:00+00:00", old, ceilings,
+                         dirty=OLD in dirty)
     old_outcomes = [outcome(r["extra_info"]["case"]) for r in old]
     old_outcomes += [outcome(*SKIPPED), outcome("gelu_mul/maxautotune/bf16/t8192-h3072", "failed", "compile error")]
     old_path.with_name(old_path.stem + ".outcomes.json").write_text(json.dumps({"outcomes": old_outcomes}))
     new = [_gelu(v, "t8192-h3072", us) for v, us in NEW_GELU.items()]
     write_run(results / "pytest" / BOX / NEW, BOX, "2026-12-02T00:00:00+00:00", new, ceilings,
-              [outcome(r["extra_info"]["case"]) for r in new] + [outcome(*FAILED)], commit=COMMITS[1])
+              [outcome(r["extra_info"]["case"]) for r in new] + [outcome(*FAILED)], commit=COMMITS[1],
+              dirty=NEW in dirty)
 
     cpu = [record("linear", v, "fp32", "t1024-i32-o64", {"t": 1024, "i": 32, "o": 64}, host_us=us,
                   flops=4_194_304, nbytes=401_664) for v, us in (("eager", 30.0), ("compiled", 25.0))]

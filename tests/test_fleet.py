@@ -10,14 +10,14 @@ MLP = ("mlp", "ours", "bf16", "t8192-d768-h3072")
 LINEAR = ("linear", "eager", "bf16", "t8192-i4096-o4096")
 WORK = {GELU: (0, 3 * 8192 * 3072 * 2), MLP: (6 * 8192 * 768 * 3072, 2 * (2 * 8192 * 768 + 3 * 768 * 3072)),
         LINEAR: (2 * 8192 * 4096 * 4096 + 8192 * 4096, 2 * (2 * 8192 * 4096 + 4096 * 4096 + 4096))}
-CEILINGS = {"h200": {"copy_bandwidth_Bps": 4.0e12, "gemm_bf16_flops": 800e12},
-            "h100": {"copy_bandwidth_Bps": 3.0e12, "gemm_bf16_flops": 600e12}}
+RATES = {"h200": {"copy_bandwidth_Bps": 4.0e12, "gemm_bf16_flops": 800e12},
+         "h100": {"copy_bandwidth_Bps": 3.0e12, "gemm_bf16_flops": 600e12}}
 
 
 def _time_for(case, machine, fraction):
-    """The device time at which `case` reaches `fraction` of `machine`'s ceiling."""
+    """The device time at which `case` reaches `fraction` of `machine`'s measured rate."""
     flops, moved = WORK[case]
-    c = CEILINGS[machine]
+    c = RATES[machine]
     return flops / (fraction * c["gemm_bf16_flops"]) if flops else moved / (fraction * c["copy_bandwidth_Bps"])
 
 
@@ -33,9 +33,9 @@ def _tidy():
     """Rows as report.tidy makes them: ASV rows without work figures, over two commits; one
     pytest run per machine carrying FLOPs and bytes; unrelated metrics mixed in."""
     rows = []
-    for machine in CEILINGS:
+    for machine in RATES:
         for case in WORK:
-            # The MLP is at 25% of the ceiling on the h100 in the latest commit, 80% elsewhere.
+            # The MLP is at 25% of the measured rate on the h100 in the latest commit, 80% elsewhere.
             latest = 0.25 if (machine, case) == ("h100", MLP) else 0.8
             rows.append(_row("asv", machine, "c2", 2000, case, _time_for(case, machine, latest), False))
             rows.append(_row("asv", machine, "c1", 1000, case, _time_for(case, machine, 0.5), False))
@@ -45,20 +45,20 @@ def _tidy():
 
 
 def test_a_case_lagging_on_one_machine_leads_and_names_it():
-    wide = fleet.side_by_side(_tidy(), CEILINGS)
+    wide = fleet.side_by_side(_tidy(), RATES)
 
     first = wide.index[0]
     assert first == ("asv", *MLP), wide.index.tolist()
     assert wide.loc[first, ("behind", "")] == "h100"
     assert wide.loc[first, ("spread", "")] == pytest.approx(0.8 / 0.25)
-    # the latest commit's figure, against each machine's own ceiling
-    assert wide.loc[("asv", *MLP), ("of_ceiling", "h200")] == pytest.approx(0.8)
-    assert wide.loc[("asv", *MLP), ("of_ceiling", "h100")] == pytest.approx(0.25)
-    assert wide.loc[("asv", *GELU), ("of_ceiling", "h100")] == pytest.approx(0.8)
+    # the latest commit's figure, against each machine's own measured rate
+    assert wide.loc[("asv", *MLP), ("of_measured_rate", "h200")] == pytest.approx(0.8)
+    assert wide.loc[("asv", *MLP), ("of_measured_rate", "h100")] == pytest.approx(0.25)
+    assert wide.loc[("asv", *GELU), ("of_measured_rate", "h100")] == pytest.approx(0.8)
     assert wide.loc[("asv", *LINEAR), ("device_time_s", "h200")] == pytest.approx(_time_for(LINEAR, "h200", 0.8))
     for case in (GELU, LINEAR):
         assert wide.loc[("asv", *case), ("spread", "")] == pytest.approx(1.0)
-    assert wide.loc[("pytest", *MLP), ("of_ceiling", "h100")] == pytest.approx(0.6)
+    assert wide.loc[("pytest", *MLP), ("of_measured_rate", "h100")] == pytest.approx(0.6)
     assert len(wide) == 2 * len(WORK)
 
     text = fleet.markdown(wide)
@@ -68,11 +68,11 @@ def test_a_case_lagging_on_one_machine_leads_and_names_it():
     assert lines[2].endswith("| 3.20× | h100 |"), lines[2]
 
 
-def test_without_a_machine_ceiling_the_slower_machine_is_behind():
-    wide = fleet.side_by_side(_tidy(), {"h200": CEILINGS["h200"]})
+def test_without_a_machine_rate_the_slower_machine_is_behind():
+    wide = fleet.side_by_side(_tidy(), {"h200": RATES["h200"]})
 
-    assert wide[("of_ceiling", "h100")].isna().all()
-    assert wide.loc[("asv", *GELU), ("of_ceiling", "h200")] == pytest.approx(0.8)
+    assert wide[("of_measured_rate", "h100")].isna().all()
+    assert wide.loc[("asv", *GELU), ("of_measured_rate", "h200")] == pytest.approx(0.8)
     mlp = wide.loc[("asv", *MLP)]
     assert mlp[("behind", "")] == "h100"
     assert mlp[("spread", "")] == pytest.approx(_time_for(MLP, "h100", 0.25) / _time_for(MLP, "h200", 0.8))
@@ -84,7 +84,7 @@ def test_without_a_machine_ceiling_the_slower_machine_is_behind():
 def test_a_case_on_one_machine_only_has_no_spread_and_nothing_behind():
     df = _tidy()
     df = df[~((df["machine"] == "h100") & (df["op"] == "gelu_mul"))]  # gelu_mul measured on the h200 only
-    t = fleet.table(fleet.side_by_side(df, CEILINGS))
+    t = fleet.table(fleet.side_by_side(df, RATES))
     (row,) = [r for r in t.rows if r[0] == "/".join(GELU) and r[1] == "pytest"]
     assert row[t.headers.index("h100")] == "—" and row[-2:] == ["—", "—"]
     assert all(isinstance(c, str) for r in t.rows for c in r)
@@ -93,7 +93,7 @@ def test_a_case_on_one_machine_only_has_no_spread_and_nothing_behind():
 
 def test_no_device_time_gives_an_empty_table():
     df = _tidy()
-    assert fleet.side_by_side(df[df["metric"] == "time_host"], CEILINGS).empty
+    assert fleet.side_by_side(df[df["metric"] == "time_host"], RATES).empty
     assert fleet.markdown(pd.DataFrame()) == ""
 
 
@@ -112,7 +112,7 @@ def test_the_report_sets_machines_side_by_side_when_it_has_several(tmp_path):
         device_times(tmp_path / "asv", machine, "c" * 40, 1, mine, seed=1)
     # host time is no device time: a machine with only host time adds no column
     asv_file(tmp_path / "asv", "hostonly", "c" * 40, 1, op_class_rows("track_host_time", medians, kind="Host"))
-    _, _, parts = report.sections(tmp_path)
+    parts = report.sections(tmp_path).sections
     (across,) = [p for title, p in parts if title == "Across machines"]
     t = [part[1] for part in across if part[0] == "table"][0]
     assert t.headers[2:4] == ["h200", "slowbox"] and "hostonly" not in t.headers
@@ -125,7 +125,7 @@ def test_the_report_sets_machines_side_by_side_when_it_has_several(tmp_path):
 def _portability_frame(fractions: dict):
     """pytest rows only: each (machine, case) at the fraction of its roofline `fractions` gives, else 0.8."""
     rows = []
-    for machine in CEILINGS:
+    for machine in RATES:
         for i, case in enumerate(CASES):
             f = fractions.get((machine, case), 0.8)
             rows.append({**_row("pytest", machine, None, None, GELU, _roof(case, machine) / f, False),
@@ -139,13 +139,13 @@ MOVED = {c: 3 * int(c[3].split("-")[0][1:]) * 3072 * 2 for c in CASES}  # gate a
 
 
 def _roof(case, machine):
-    return MOVED[case] / CEILINGS[machine]["copy_bandwidth_Bps"]
+    return MOVED[case] / RATES[machine]["copy_bandwidth_Bps"]
 
 
-def test_a_case_whose_ratio_the_ceilings_explain_is_as_predicted_and_an_outlier_is_not_portable():
-    slow = CASES[3]  # at 40% of its roofline on the h100, 80% on the h200: twice what the ceilings predict
+def test_a_case_whose_ratio_the_measured_rates_explain_is_as_predicted_and_an_outlier_is_not_portable():
+    slow = CASES[3]  # at 40% of its roofline on the h100, 80% on the h200: twice what the measured rates predict
     jitter = {("h100", c): 0.8 * (1 + 0.01 * (i % 3 - 1)) for i, c in enumerate(CASES) if c != slow}
-    frame = fleet.portability(_portability_frame({("h100", slow): 0.4, **jitter}), CEILINGS)
+    frame = fleet.portability(_portability_frame({("h100", slow): 0.4, **jitter}), RATES)
     by_case = frame.set_index("case")
     assert set(by_case["pair"]) == {"h100/h200"}
     assert by_case.loc["/".join(slow), "verdict"] == "not portable"
@@ -159,14 +159,14 @@ def test_a_case_whose_ratio_the_ceilings_explain_is_as_predicted_and_an_outlier_
 
 def test_a_case_far_below_its_roofline_everywhere_is_latency_bound_not_judged():
     tiny = CASES[0]
-    frame = fleet.portability(_portability_frame({("h100", tiny): 0.05, ("h200", tiny): 0.03}), CEILINGS)
+    frame = fleet.portability(_portability_frame({("h100", tiny): 0.05, ("h200", tiny): 0.03}), RATES)
     row = frame.set_index("case").loc["/".join(tiny)]
     assert row["verdict"] == "latency-bound" and pd.isna(row["predicted"])
 
 
 def test_noise_widens_the_allowance_and_says_whose_it_is():
     case = "/".join(CASES[1])
-    frame = fleet.portability(_portability_frame({}), CEILINGS, {"h200": {case: 0.5}})
+    frame = fleet.portability(_portability_frame({}), RATES, {"h200": {case: 0.5}})
     row = frame.set_index("case").loc[case]
     assert row["allowance"] == pytest.approx(0.5) and row["noise_from"] == "h200"
     assert frame.set_index("case").loc["/".join(CASES[2]), "noise_from"] == "floor only"

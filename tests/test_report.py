@@ -51,7 +51,7 @@ def test_one_load_reads_pytest_runs_asv_runs_and_both_kinds_of_outcomes(loaded):
     o = loaded.outcomes.set_index("case")
     assert o.loc[SKIPPED[0], "run"] == f"results/pytest/{BOX}/{OLD}"
     assert o.loc[FAILED[0], "run"] == f"results/pytest/{BOX}/{NEW}"
-    assert loaded.ceilings[BOX]["copy_bandwidth_Bps"] > 0 and loaded.ceilings[CPU] == {}
+    assert loaded.measured_rates[BOX]["copy_bandwidth_Bps"] > 0 and loaded.measured_rates[CPU] == {}
 
 
 def test_a_machine_is_a_filter_of_the_same_data(loaded):
@@ -198,7 +198,7 @@ def test_a_cpu_run_says_host_time_only_and_marks_noise(tmp_path):
     assert "NaN" not in page and "nan" not in page.replace("nanoseconds", "")
     assert f"<td class='na'>{tables.HOST_ONLY}</td>" in page
     assert "15,993.0 (noisy: IQR 6,400.0)" in page and "182.99× (noisy)" in page
-    assert "no ceiling measured" in page
+    assert "no rate measured" in page
 
 
 def test_history_plots_keep_each_axes_to_a_dozen_lines_and_relative_to_the_first_commit():

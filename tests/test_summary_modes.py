@@ -77,14 +77,14 @@ def test_each_time_ranks_every_variant_by_its_own_newest_record(results):
     assert device["its lead where it wins"] == "1.35× over ours"
     # over eager's newest record (run 1): 100 / 60
     assert device["its speedup over eager"] == "1.67×"
-    assert device["of that run's ceiling"].endswith("of bf16 GEMM 700 TFLOP/s")
+    assert device["of that run's measured copy or GEMM rate"].endswith("of bf16 GEMM 700 TFLOP/s")
 
     host = rows[MACHINE, "mlp", "bf16", "host, back to back"]
     assert host["fastest"] == "ours, 2 of 2 shapes"
     # 110 / 96 (run 2's ours; run 1's 95 gives 1.16×), noisy where eager's figure is
     assert host["its lead where it wins"] == "1.15× over eager (noisy)"
     assert host["its speedup over eager"] == "1.15× (noisy)"
-    assert host["of that run's ceiling"] == "—"  # ceilings rate device time only
+    assert host["of that run's measured copy or GEMM rate"] == "—"  # the measured rates rate device time only
     # the rate at the largest shape from back-to-back host time: 4·t·d·h = 17.2 GFLOP in 192 µs
     assert host["its rate at the largest shape"] == "89.5 TFLOP/s, t1024-d1024-h4096"
 
@@ -106,7 +106,7 @@ def test_a_time_no_run_recorded_is_said_to_be_missing(tmp_path):
     assert rows["gpu", "mlp", "bf16", "device"]["fastest"] == "ours, 1 of 1 shapes"
     cpu = rows["cpu", "mlp", "bf16", tables.HOST_ONLY]  # ranked by one synchronised call, as it says
     assert cpu["fastest"] == "compiled, 1 of 1 shapes" and cpu["its speedup over eager"] == "1.67×"
-    assert cpu["of that run's ceiling"] == "no ceiling measured"
+    assert cpu["of that run's measured copy or GEMM rate"] == "no rate measured"
     for machine in ("gpu", "cpu"):
         missing = rows[machine, "mlp", "bf16", "host, back to back"]
         assert missing["fastest"] == "not recorded by any run"
@@ -152,7 +152,7 @@ def test_a_paired_run_adds_a_ranking_by_ratios_that_drift_does_not_move(tmp_path
     # 0.85 / 0.70; ours's ratios spread past tables.NOISY_SPREAD, so the lead is marked
     assert paired["its lead where it wins"] == "1.21× over ours (noisy)"
     assert paired["its speedup over eager"] == "1.43×"  # 1 / 0.70
-    assert paired["of that run's ceiling"] == "—"
+    assert paired["of that run's measured copy or GEMM rate"] == "—"
 
 
 def test_runs_without_pairs_get_no_paired_ranking(results):
