@@ -1,10 +1,12 @@
-"""`mlpbench store`: put one machine's ASV results on the shared `results` branch, losing nothing.
+"""`mlpbench store`: put one machine's ASV results on a shared branch, losing nothing.
 
     mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch results]
                    [--attempts 5] [--backoff SECONDS]
 
-Every machine of the nightly fleet pushes to the same branch, so pushes race: when two runners
-finish together, one push is rejected. The store never merges working trees. It builds the new
+The nightly workflow names `--branch main`: main's results/ is where the history lives, and the
+store's commit touches results paths only, on top of main's tip as fetched. Every machine of the
+nightly fleet pushes to the same branch, so pushes race: when two runners finish together, one
+push is rejected. The store never merges working trees. It builds the new
 branch commit from the branch tip as fetched plus this machine's files (results/asv/<machine>/**,
 results/asv/benchmarks.json, the codegen records results/codegen.json, the nightly's wall times
 results/nightly/<machine>.json and its same-box confirmations results/confirmations/<machine>/*.json),

@@ -224,3 +224,23 @@ def test_a_branch_codegen_file_that_cannot_be_read_is_not_replaced(tmp_path):
     with pytest.raises(StoreError, match=r"origin/results:results/codegen.json: codegen file version 99") as refused:
         results_store.store(second, "h100", attempts=1)
     assert refused.value.status == 2 and _git(origin, "rev-parse", "results") == tip
+
+
+def test_a_store_onto_main_adds_results_paths_only_on_top_of_mains_tip(tmp_path):
+    origin = _origin(tmp_path)
+    clone = _clone(origin, tmp_path / "h200")
+    # main moves on after the checkout (a merge during the night): the store builds on the new tip
+    other = _clone(origin, tmp_path / "dev")
+    (other / "CHANGES").write_text("a merge\n")
+    _git(other, "add", "CHANGES")
+    _git(other, "commit", "-qm", "merged")
+    _git(other, "push", "-q", "origin", "HEAD:main")
+    merged = _git(origin, "rev-parse", "main")
+    _write_result(clone, "h200", "c0ffee00")
+    _write_codegen(clone, 1)
+    done = results_store.store(clone, "h200", branch="main", attempts=2, backoff_s=0)
+    assert _git(origin, "rev-parse", "main") == done.commit
+    assert _git(origin, "rev-parse", "main^") == merged
+    changed = _git(origin, "diff", "--name-only", merged, "main").splitlines()
+    assert changed and all(path.startswith("results/") for path in changed), changed
+    assert {"README", "CHANGES"} <= set(_on_branch(origin, "main"))
