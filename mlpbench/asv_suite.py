@@ -18,7 +18,7 @@ from .asv_tiers import GROUPED_ENV, shapes
 
 
 def results_beside(benchmark_module: str) -> Path:
-    """The results root (results/, holding asv/ and codegen/) of the checkout a benchmark module of
+    """The results root (results/, holding asv/ and codegen.json) of the checkout a benchmark module of
     benchmarks/ lies in: ASV passes ASV_CONF_DIR to build commands only, never to benchmark processes."""
     return Path(benchmark_module).resolve().parent.parent / "results"
 

@@ -50,7 +50,7 @@ def run(args) -> int:
                     print(f"no regression over the last {args.last} commits with readable results")
                 return 1 if steps else 0
             base_points = _readable(args.base_results, "--base-results") if args.base_results else None
-            # results/codegen/ sits beside results/asv/ (asv_measure.measure_case writes it there)
+            # results/codegen.json sits beside results/asv/ (asv_measure.measure_case writes it there)
             # --base/--head: a hash prefix, or any revision git resolves in the repository of the results
             verdicts = gate.compare(points, args.base, args.head, args.machine, threshold, base_points,
                                     codegen_root=args.results.parent, repo=gate.repository(args.results))

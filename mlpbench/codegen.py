@@ -16,7 +16,7 @@ name, a hash of its Triton source, the launch configuration in use after autotun
 "force_disabled"; `coordinate_descent`), plus the Inductor settings that change code generation.
 `fingerprint` condenses all of it into one integer, which ASV records (`<Op>Codegen.track_codegen`)
 so the gate can tell, for both commits it compares, whether the generated code changed; the full
-record is kept beside the results under that fingerprint (`results/codegen/<fingerprint>.json`).
+record is kept beside the results under that fingerprint (`results/codegen.json`, keyed by it).
 
 **Pinning the autotuner's picks.** Inductor's pick between near-equal launch configurations differs
 between fresh processes (studies/compiled-aa/). The suite measures what a `torch.compile` user gets, so by default every case

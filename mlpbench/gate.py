@@ -300,8 +300,8 @@ def compare(points: list[Point], base_rev: str, head_rev: str, machine: str | No
     """Verdicts for head against base, each revision a commit hash's prefix or one git resolves in `repo`
     (resolve). `base_points`, when given, hold the base (another results
     folder: a second run of the same commit, for an A/A check, or another box's results).
-    `codegen_root`: the results root (results/), holding codegen/<fingerprint>.json, for saying what
-    changed in a compiled case's generated code, and between-runs/<machine>.json, the cases'
+    `codegen_root`: the results root (results/), holding codegen.json (codegen_record.py), for saying
+    what changed in a compiled case's generated code, and between-runs/<machine>.json, the cases'
     between-run noise (between_runs.py). Host time beside device time is compared only where the
     case's BOX points of base and head name one box (judge's `boxes`)."""
     head_points = points

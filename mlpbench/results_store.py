@@ -1,17 +1,21 @@
-"""`mlpbench store`: put one machine's ASV results on the shared `results` branch, losing nothing.
+"""`mlpbench store`: put one machine's ASV results on a shared branch, losing nothing.
 
     mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch results]
                    [--attempts 5] [--backoff SECONDS]
 
-Every machine of the nightly fleet pushes to the same branch, so pushes race: when two runners
-finish together, one push is rejected. The store never merges working trees. It builds the new
+The nightly workflow names `--branch main`: main's results/ is where the history lives, and the
+store's commit touches results paths only, on top of main's tip as fetched. Every machine of the
+nightly fleet pushes to the same branch, so pushes race: when two runners finish together, one
+push is rejected. The store never merges working trees. It builds the new
 branch commit from the branch tip as fetched plus this machine's files (results/asv/<machine>/**,
-results/asv/benchmarks.json, the codegen records results/codegen/*.json, the nightly's wall times
+results/asv/benchmarks.json, the codegen records results/codegen.json, the nightly's wall times
 results/nightly/<machine>.json and its same-box confirmations results/confirmations/<machine>/*.json),
 in a private index, and pushes it without force. On a rejected push it fetches the new tip and
 builds again on top of it: result files are per machine and commit, so the other machines' files
 come along as additions. Files of other machines are never touched; a file of this machine's
-folder that changed (a second run of a commit adds to its file) replaces the branch's copy. If the
+folder that changed (a second run of a commit adds to its file) replaces the branch's copy. The
+codegen records of every machine share one file: the branch's copy gets this machine's records
+that it lacks, record by record (mlpbench/codegen_record.py, merge), and is never replaced. If the
 branch does not exist it is created without history.
 
 results/asv/benchmarks.json describes the benchmarks of one measured commit, and ASV shows only
@@ -41,7 +45,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import codegen_record
+
 BENCHMARKS = "results/asv/benchmarks.json"
+CODEGEN = f"results/{codegen_record.FILE}"
 MEASURED = "Measured-commit"
 # Who the store commits as when the checkout names nobody (a CI runner, a test's clone).
 IDENTITY = ("mlpbench nightly", "mlpbench-nightly@users.noreply.github.com")
@@ -156,6 +163,25 @@ def _take_our_benchmarks(repo: Path, tip: str | None, ours: Path, mine: dict, me
     return newer
 
 
+def _codegen_blob(repo: Path, tip: str | None, ours: dict[str, dict], remote: str, branch: str) -> str | None:
+    """The blob of the branch's codegen.json with our records merged in; None when the branch's copy
+    holds them all. StoreError when the branch's copy cannot be read: merging into it is the only way
+    to lose no other machine's record."""
+    theirs, present = {}, False
+    if tip is not None:
+        shown = _git(repo, "show", f"{tip}:{CODEGEN}", check=False)
+        if shown.returncode == 0:
+            present = True
+            try:
+                theirs = codegen_record.parse(shown.stdout, f"{remote}/{branch}:{CODEGEN}")
+            except ValueError as exc:
+                raise StoreError(f"{exc}; nothing was pushed", 2) from None
+    merged = codegen_record.merge(theirs, ours)
+    if present and merged == theirs:
+        return None
+    return _git(repo, "hash-object", "-w", "--stdin", stdin=codegen_record.dumps(merged)).stdout.strip()
+
+
 def _identity(repo: Path) -> list[str]:
     if _git(repo, "config", "user.email", check=False).stdout.strip():
         return []
@@ -185,7 +211,7 @@ def _commit(repo: Path, tip: str | None, blobs: dict[str, str],
 
 def store(repo: Path, machine: str, remote: str = "origin", branch: str = "results", attempts: int = 5,
           backoff_s: float = 2.0) -> Stored:
-    """Push results/asv/<machine>/**, results/asv/benchmarks.json, the codegen records,
+    """Push results/asv/<machine>/**, results/asv/benchmarks.json, the codegen records (merged),
     results/nightly/<machine>.json and results/confirmations/<machine>/*.json of `repo` onto `branch`
     of `remote`, recorded as measured at `repo`'s checked-out commit.
 
@@ -206,10 +232,12 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
     files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
     if not files:
         raise StoreError(f"no results of machine {machine!r} to store: {folder} is missing or empty", 2)
-    # What Inductor generated, by fingerprint (mlpbench/codegen.py): shared by every machine, and
-    # content-addressed, so a name another machine pushed first holds the same record.
-    codegen = root / "results" / "codegen"
-    files += sorted(codegen.glob("*.json")) if codegen.is_dir() else []
+    # What Inductor generated, by fingerprint (mlpbench/codegen.py): one file shared by every machine,
+    # content-addressed, so a fingerprint another machine pushed first holds the same record.
+    try:
+        codegen = codegen_record.read_all(root / "results")
+    except ValueError as exc:
+        raise StoreError(f"{exc}; nothing was pushed", 2) from None
     # The nightly's wall times on this machine (mlpbench/nightly.py), read by the next night.
     nights = root / "results" / "nightly" / f"{machine}.json"
     files += [nights] if nights.is_file() else []
@@ -239,6 +267,9 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
         blobs = dict(ours)
         if benchmarks_blob and _take_our_benchmarks(root, tip, benchmarks, mine, measured, remote, branch):
             blobs[BENCHMARKS] = benchmarks_blob
+        codegen_blob = _codegen_blob(root, tip, codegen, remote, branch) if codegen else None
+        if codegen_blob:
+            blobs[CODEGEN] = codegen_blob
         commit, added, replaced = _commit(root, tip, blobs, message)
         if commit is None:
             return Stored(None, attempt)

@@ -200,7 +200,7 @@ print(sum(bool(re.search(sys.argv[1], n)) for n in json.load(open("results/asv/b
         python3 -m mlpbench.cli check --base "$head" --head "$demo" > "$out/asvdemo-check.md" 2>&1
         echo "check rc=$? (1 expected: the demo regresses)"
         python3 -m mlpbench.cli check --base "$head" --head "$demo" --json > "$out/asvdemo-check.json" 2>/dev/null
-        tar czf "$out/asvdemo-results.tgz" results/asv results/codegen 2>/dev/null ;;
+        tar czf "$out/asvdemo-results.tgz" results/asv results/codegen.json 2>/dev/null ;;
     alone)
         for c in ${ALONE_CASES:?set ALONE_CASES to case ids}; do
             IFS=/ read -r op variant dtype shape <<< "$c"

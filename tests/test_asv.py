@@ -323,7 +323,7 @@ def test_plain_asv_run_in_a_virtualenv_it_makes_runs_our_kernel_from_the_install
 def test_a_benchmark_process_writes_codegen_records_beside_asvs_results_dir():
     # ASV passes no ASV_CONF_DIR to benchmark processes: the tier's module ASV imports names the
     # results root itself, and it must be the parent of asv.conf.json's results_dir (where the gate
-    # looks for results/codegen/).
+    # looks for results/codegen.json).
     conf = json.loads("\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines()
                                 if not l.strip().startswith("//")))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASV")}

@@ -1,5 +1,7 @@
 """What Inductor generated, recorded per compiled case; compiled cases built hermetically."""
 
+import json
+import multiprocessing
 import os
 from types import SimpleNamespace
 
@@ -49,11 +51,68 @@ def test_the_fingerprint_follows_the_code_not_where_a_pick_was_read_from():
     assert 0 <= base < 2 ** codegen_record.FINGERPRINT_BITS  # exact in ASV's float64
 
 
-def test_records_are_stored_by_fingerprint_and_read_back(tmp_path):
+def test_records_are_stored_by_fingerprint_in_one_file_and_read_back(tmp_path):
     rec = _record(_fake_kernel("k", 1024, 4)) | {"fingerprint": 12345}
     path = codegen_record.store(rec, tmp_path)
-    assert path == tmp_path / "codegen" / "12345.json"
+    assert path == tmp_path / "codegen.json"
+    doc = json.loads(path.read_text())
+    assert doc == {"version": codegen_record.VERSION, "records": {"12345": rec}}
+    # ASV hands the fingerprint back as a float
     assert codegen_record.load(12345.0, tmp_path) == rec and codegen_record.load(1, tmp_path) is None
+    assert codegen_record.load(12345, tmp_path / "nowhere") is None
+    assert not [p.name for p in tmp_path.iterdir() if p.name != "codegen.json"]  # no temporary left
+
+
+def test_a_store_merges_into_the_file_and_keeps_a_record_it_already_holds(tmp_path):
+    first = _record(_fake_kernel("k", 1024, 4)) | {"fingerprint": 1}
+    second = _record(_fake_kernel("k", 512, 8)) | {"fingerprint": 2}
+    codegen_record.store(first, tmp_path)
+    codegen_record.store(second, tmp_path)
+    # the same fingerprint again, read from a cache this time: the first record stays
+    again = first | {"kernels": [dict(first["kernels"][0], autotune_cache_state="hit")]}
+    codegen_record.store(again, tmp_path)
+    assert codegen_record.read_all(tmp_path) == {"1": first, "2": second}
+    assert codegen_record.load(1, tmp_path) == first
+    # a loaded record is a copy: changing it changes neither the file nor the next load
+    codegen_record.load(2, tmp_path)["kernels"].clear()
+    assert codegen_record.load(2, tmp_path) == second
+
+
+def test_merge_adds_what_is_missing_and_never_replaces():
+    kept = {"1": {"fingerprint": 1, "note": "kept"}}
+    new = {"1": {"fingerprint": 1, "note": "new"}, "3": {"fingerprint": 3}}
+    assert codegen_record.merge(kept, new) == {"1": {"fingerprint": 1, "note": "kept"}, "3": {"fingerprint": 3}}
+    assert codegen_record.merge({}, new) == new and codegen_record.merge(kept, {}) == kept
+
+
+def _store_many(root, start):
+    for fp in range(start, start + 20):
+        codegen_record.store({"fingerprint": fp, "kernels": [], "settings": {}}, root)
+
+
+def test_processes_storing_at_once_lose_no_record(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_store_many, args=(tmp_path, 100 * k)) for k in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    assert sorted(map(int, codegen_record.read_all(tmp_path))) == [100 * k + i for k in range(4) for i in range(20)]
+
+
+def test_a_file_of_another_version_is_refused_not_overwritten(tmp_path):
+    path = tmp_path / "codegen.json"
+    path.write_text(json.dumps({"version": 99, "records": {}}))
+    with pytest.raises(ValueError, match="codegen file version 99, this reader knows 1"):
+        codegen_record.store({"fingerprint": 5}, tmp_path)
+    with pytest.raises(ValueError, match="codegen file version 99"):
+        codegen_record.read_all(tmp_path)
+    assert json.loads(path.read_text())["version"] == 99
+    assert codegen_record.load(5, tmp_path) is None  # the gate says the record is missing
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="is not JSON"):
+        codegen_record.store({"fingerprint": 5}, tmp_path)
 
 
 @pytest.mark.slow

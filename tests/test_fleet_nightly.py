@@ -1,7 +1,6 @@
-"""The fleet's night end to end on a CPU: two machines each run the nightly and store their results
-on one bare repository's `results` branch, then one `asv publish` over that branch shows both.
-
-The shell steps that restore and gather the results are the workflow's own."""
+"""The fleet's night end to end on a CPU: two machines each run the nightly and commit their results
+to one bare repository's main, as the workflow's store step does, then one `asv publish` over a
+fresh clone of main shows both."""
 
 import json
 import os
@@ -30,9 +29,11 @@ def _nightly(clone: Path, home: Path, machine: str) -> subprocess.CompletedProce
     )
 
 
-def _workflow_step(job: str, name: str) -> str:
-    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"][job]["steps"]
-    return next(s["run"] for s in steps if s.get("name") == name)
+def _store_args() -> list[str]:
+    """The workflow's store step, as arguments after `mlpbench`."""
+    steps = yaml.safe_load(WORKFLOW.read_text())["jobs"]["nightly"]["steps"]
+    run = next(s["run"] for s in steps if "mlpbench store" in s.get("run", ""))
+    return run.split("mlpbench ", 1)[1].replace('"$MACHINE"', "{machine}").split()
 
 
 def _run(cmd, cwd, env=None):
@@ -42,7 +43,7 @@ def _run(cmd, cwd, env=None):
 
 
 @pytest.mark.slow
-def test_two_machines_store_on_one_branch_and_publish_one_report(tmp_path):
+def test_two_machines_commit_to_main_and_publish_one_report(tmp_path):
     assets = asv_offline.default_cache_dir()
     try:
         asv_offline.fetch_assets(assets)
@@ -54,25 +55,26 @@ def test_two_machines_store_on_one_branch_and_publish_one_report(tmp_path):
     origin = tmp_path / "origin.git"
     head = _run(["git", "rev-parse", "HEAD"], repo).stdout.strip()
 
+    # every machine checks out the commit the night started from (earlier nights' results come with
+    # it); the second one's store then lands on top of the first one's results commit
+    for machine in MACHINES:
+        git(tmp_path, "clone", "-q", str(origin), str(tmp_path / machine))
     for machine in MACHINES:
         clone = tmp_path / machine
-        git(tmp_path, "clone", "-q", str(origin), str(clone))
-        _run(["bash", "-c", _workflow_step("nightly", "Restore the results of earlier nights")], clone)
         night = _nightly(clone, home, machine)
         assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
-        stored = _run([sys.executable, "-m", "mlpbench.cli", "store", "--machine", machine, "--remote", "origin", "--repo", str(clone),
-                       "--backoff", "0.1"], clone)
+        args = [a.format(machine=machine) for a in _store_args()]
+        stored = _run([sys.executable, "-m", "mlpbench.cli", *args, "--repo", str(clone), "--backoff", "0.1"], clone)
         assert "files added" in stored.stdout, stored.stdout
 
-    on_branch = _run(["git", "ls-tree", "-r", "--name-only", "results"], origin).stdout.split()
+    on_branch = _run(["git", "ls-tree", "-r", "--name-only", "main"], origin).stdout.split()
     for machine in MACHINES:
         assert f"results/asv/{machine}/machine.json" in on_branch, on_branch
         assert any(p.startswith(f"results/asv/{machine}/{head[:8]}-") for p in on_branch), on_branch
     assert "results/asv/benchmarks.json" in on_branch
 
     site = tmp_path / "site"
-    git(tmp_path, "clone", "-q", str(origin), str(site))
-    _run(["bash", "-c", _workflow_step("publish", "Every machine's results from the results branch")], site)
+    git(tmp_path, "clone", "-q", str(origin), str(site))  # the publish job checks out main's tip
     _run([sys.executable, "-m", "asv", "publish"], site,
          os.environ | {"HOME": str(home), "MLPBENCH_ASV_ASSETS": str(assets)})
     index = json.loads((site / "results" / "html" / "index.json").read_text())

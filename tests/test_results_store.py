@@ -180,3 +180,67 @@ def test_store_pushes_nowhere_without_a_named_remote(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--remote" in proc.stderr, proc.stderr
     assert _git(origin, "branch", "--list", "results") == ""
+
+
+def _write_codegen(clone: Path, *fingerprints: int) -> None:
+    from mlpbench import codegen_record
+
+    for fp in fingerprints:
+        codegen_record.store({"fingerprint": fp, "kernels": [], "settings": {}, "mode": "default"}, clone / "results")
+
+
+def test_every_machines_codegen_records_end_up_in_the_one_file_on_the_branch(tmp_path):
+    from mlpbench import codegen_record
+
+    origin = _origin(tmp_path)
+    first, second = _clone(origin, tmp_path / "h200"), _clone(origin, tmp_path / "h100")
+    _write_result(first, "h200", "c0ffee00")
+    _write_codegen(first, 1, 2)
+    results_store.store(first, "h200", attempts=1)
+    # the second machine's file holds one record in common and one of its own, never the first's other
+    _write_result(second, "h100", "c0ffee00")
+    _write_codegen(second, 2, 3)
+    done = results_store.store(second, "h100", attempts=1)
+    assert results_store.CODEGEN in done.replaced
+    on_branch = _git(origin, "show", f"results:{results_store.CODEGEN}")
+    assert sorted(codegen_record.parse(on_branch, "branch")) == ["1", "2", "3"]
+    # nothing new: the branch's copy already holds every record, so no commit
+    assert results_store.store(first, "h200", attempts=1).commit is None
+
+
+def test_a_branch_codegen_file_that_cannot_be_read_is_not_replaced(tmp_path):
+    origin = _origin(tmp_path)
+    first, second = _clone(origin, tmp_path / "h200"), _clone(origin, tmp_path / "h100")
+    _write_result(first, "h200", "c0ffee00")
+    codegen = first / results_store.CODEGEN
+    codegen.parent.mkdir(parents=True, exist_ok=True)
+    codegen.write_text(json.dumps({"version": 99, "records": {}}))
+    _git(first, "add", "-f", results_store.CODEGEN)
+    _git(first, "commit", "-qm", "a newer layout")
+    _git(first, "push", "-q", "origin", "HEAD:refs/heads/results")
+    tip = _git(origin, "rev-parse", "results")
+    _write_result(second, "h100", "c0ffee00")
+    _write_codegen(second, 7)
+    with pytest.raises(StoreError, match=r"origin/results:results/codegen.json: codegen file version 99") as refused:
+        results_store.store(second, "h100", attempts=1)
+    assert refused.value.status == 2 and _git(origin, "rev-parse", "results") == tip
+
+
+def test_a_store_onto_main_adds_results_paths_only_on_top_of_mains_tip(tmp_path):
+    origin = _origin(tmp_path)
+    clone = _clone(origin, tmp_path / "h200")
+    # main moves on after the checkout (a merge during the night): the store builds on the new tip
+    other = _clone(origin, tmp_path / "dev")
+    (other / "CHANGES").write_text("a merge\n")
+    _git(other, "add", "CHANGES")
+    _git(other, "commit", "-qm", "merged")
+    _git(other, "push", "-q", "origin", "HEAD:main")
+    merged = _git(origin, "rev-parse", "main")
+    _write_result(clone, "h200", "c0ffee00")
+    _write_codegen(clone, 1)
+    done = results_store.store(clone, "h200", branch="main", attempts=2, backoff_s=0)
+    assert _git(origin, "rev-parse", "main") == done.commit
+    assert _git(origin, "rev-parse", "main^") == merged
+    changed = _git(origin, "diff", "--name-only", merged, "main").splitlines()
+    assert changed and all(path.startswith("results/") for path in changed), changed
+    assert {"README", "CHANGES"} <= set(_on_branch(origin, "main"))

@@ -1,5 +1,6 @@
-"""The same-box and paired-host studies' scripts on fabricated runs: what they count and judge must
-follow from the data, and the branches demo.sh makes must carry exactly the plants it names."""
+"""The studies' scripts on fabricated runs: what they count and judge must follow from the data, the
+branches demo.sh makes must carry exactly the plants it names, and a study's bundle must give back
+the documents packed into it."""
 
 import importlib.util
 import json
@@ -23,6 +24,8 @@ def _load(name, path):
 
 trials = _load("same_box_trials", "studies/same-box/trials.py")
 targets = _load("paired_host_targets", "studies/paired-host/targets.py")
+bundle = _load("study_bundle", "studies/bundle.py")
+aa_runs = _load("between_boxes_runs", "studies/between-boxes/runs.py")
 
 PLANTED, STEADY = "mlp/eager/bf16/t8192-d768-h3072", "mlp/ours/bf16/t8192-d768-h3072"
 
@@ -180,3 +183,58 @@ def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     # a second run refuses rather than overwrite the branches
     again = subprocess.run(["bash", "studies/same-box/demo.sh"], cwd=repo, capture_output=True, text=True)
     assert again.returncode == 2 and "demo/plant exists" in again.stderr
+
+
+# --- studies/bundle.py ----------------------------------------------------------------------------
+
+def test_a_bundle_gives_back_every_document_with_its_values(tmp_path):
+    src = tmp_path / "src"
+    docs = {"asv/h200/abc-py.json": {"results": {"x": [[1.2345678901234567e-05, None]]}, "version": 2},
+            "runs/one.json": {"benchmarks": [{"extra_info": {"case": "a/b", "box_id": 2 ** 52 - 1}}]}}
+    for name, doc in docs.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(json.dumps(doc, indent=4))
+    packed = tmp_path / "data.json"
+    bundle.main(["pack", str(packed), str(src), *(str(src / n) for n in docs)])
+    assert bundle.read(packed) == docs
+    bundle.main(["unpack", str(packed), str(tmp_path / "out")])
+    for name, doc in docs.items():
+        assert json.loads((tmp_path / "out" / name).read_text()) == doc
+
+
+def test_a_bundle_refuses_names_outside_its_folder_and_another_layout(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"bundle": 1, "files": {"../escape.json": {}}}))
+    with pytest.raises(SystemExit, match="not a relative path"):
+        bundle.unpack(str(bad), str(tmp_path / "out"))
+    bad.write_text(json.dumps({"bundle": 2, "files": {}}))
+    with pytest.raises(SystemExit, match="bundle version 2"):
+        bundle.read(bad)
+
+
+# --- studies/between-boxes/runs.py ----------------------------------------------------------------
+
+def test_strip_bundles_the_runs_in_order_and_targets_reads_every_ratio_from_it(tmp_path, capsys):
+    cases = {case.format(v) for case, num, den in aa_runs.PAIRS for v in (num, den)}
+    files = []
+    for k in (1, 2):
+        info = {c: {"case": c, "device_time_s": 1e-4 * k, "host_time_back_to_back_s": 2e-4,
+                    "kernel_names": ["k"], "host_time_samples_s": [1.0]} for c in cases}
+        for case, num, den in aa_runs.PAIRS:  # the numerator k-tenths faster in run k
+            info[case.format(num)]["device_time_s"] = info[case.format(den)]["device_time_s"] * (1 - 0.1 * k)
+        doc = {"benchmarks": [{"extra_info": e, "stats": {"data": [1]}, "params": {}} for e in info.values()],
+               "machine_info": {"node": "box"}}
+        files.append(tmp_path / f"run{k}.json")
+        files[-1].write_text(json.dumps(doc))
+    out = tmp_path / "data.json"
+    aa_runs.strip(str(out), *map(str, files))
+    kept = bundle.read(out)
+    assert list(kept) == ["aa-1.json", "aa-2.json"] and kept["aa-2.json"]["stripped_from"] == "run2.json"
+    first = kept["aa-1.json"]["benchmarks"][0]
+    assert "stats" not in first and "params" not in first and kept["aa-1.json"]["machine_info"] == {"node": "box"}
+    assert "kernel_names" not in first["extra_info"] and "device_time_s" in first["extra_info"]
+    aa_runs.targets(str(out))
+    page = capsys.readouterr().out
+    assert "runs in the order given (aa-1.json, aa-2.json)" in page
+    row = next(line for line in page.splitlines() if line.startswith("| mlp/·/bf16/t1-d768-h3072 | ours ÷ eager"))
+    assert row.endswith("| 0.900 | 0.800 | 0.850 |")

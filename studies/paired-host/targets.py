@@ -1,6 +1,6 @@
 """What an eager loop pays for our kernels, judged against its targets in paired runs.
 
-    python studies/paired-host/targets.py RUN.json ... > studies/paired-host/targets.md
+    python studies/paired-host/targets.py RUN.json ...
 
 Each RUN is a document of `mlpbench run --paired` on a GPU. Back-to-back host time is compared as the
 paired ratio each case records against its op's eager case of the same dtype and shape
