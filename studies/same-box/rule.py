@@ -1,7 +1,7 @@
 """How often `mlpbench ab`'s rule flags identical code, and finds a slowdown, when fresh processes
 are offset from each other: the rule alone, on fabricated rounds (no GPU, no measurement).
 
-    python studies/same-box/rule.py > studies/same-box/rule.md
+    python studies/same-box/rule.py            # prints its table (a few minutes on 2 cores)
 
 Each trial builds K rounds a side of one device-time case. A round's samples sit at a log offset
 drawn from N(0, s²) (a fresh process's own speed) with 0.2% noise about it, so the spread between
