@@ -168,7 +168,7 @@ def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     subprocess.run(["bash", "studies/same-box/demo.sh"], cwd=repo, check=True, capture_output=True)
     base = _git(repo, "rev-parse", "HEAD").strip()
     plant = _git(repo, "diff", base, "demo/plant")
-    assert plant.count("\n+    ") == 4 and ".clone()\n" in plant and "< 1100" in plant
+    assert plant.count("\n+    ") == 4 and ".clone().clone()\n" in plant and "< 3000" in plant
     assert _git(repo, "diff", "--stat", base, "demo/twin").strip().endswith("1 insertion(+)")
     chain = _git(repo, "log", "--format=%s", "demo/twin..demo/bisect").splitlines()
     assert len(chain) == 4 and "three times" in chain[2]

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The study's branches, made on the checked-out commit (it must be clean), and what a device call
 # needs to rebuild them there (.commits/, read by scripts/gpu_run.sh):
-#   demo/plant   two planted slowdowns sized for about 3%: the gated MLP module's forward (what the
-#                eager and compiled variants of mlp and swiglu_mlp run) copies its output once more,
-#                and our GeLU·mul waits 1.1 µs in its launch path
+#   demo/plant   two planted slowdowns sized clearly above what `mlpbench ab` can tell at 3 rounds a
+#                side: the gated MLP module's forward (what the eager and compiled variants of mlp and
+#                swiglu_mlp run) copies its output twice more (a copy of an output that stays in L2
+#                costs less than its bytes suggest), and our GeLU·mul waits 3 µs in its launch path
 #   demo/twin    the checked-out commit and one line of prose: identical code, another commit
 #   demo/bisect  demo/twin, then four commits: prose, the planted slowdown (the gated MLP copies its
 #                output three times), prose, prose
@@ -58,10 +59,10 @@ plant_mlp() {  # plant_mlp COPIES: the gated MLP's output copied COPIES times
 }
 
 # demo/plant
-plant_mlp 1
+plant_mlp 2
 sed -i 's|^import math$|import math\nimport time|' "$gelu"
-sed -i 's|^def _planned_forward(gate, up):$|&\n    t0 = time.perf_counter_ns()\n    while time.perf_counter_ns() - t0 < 1100:\n        pass|' "$gelu"
-commit "Planted: the gated MLP copies its output; GeLU·mul waits 1.1 us"
+sed -i 's|^def _planned_forward(gate, up):$|&\n    t0 = time.perf_counter_ns()\n    while time.perf_counter_ns() - t0 < 3000:\n        pass|' "$gelu"
+commit "Planted: the gated MLP copies its output twice; GeLU·mul waits 3 us"
 git branch demo/plant "$(git -C "$tree" rev-parse HEAD)"
 
 # demo/twin and demo/bisect

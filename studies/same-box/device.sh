@@ -9,6 +9,9 @@
 #            reproduces it, the bisection names the bad commit
 #   trials   `mlpbench ab --paired` of main against demo/plant (two planted slowdowns sized for about 3%),
 #            rounds kept for trials.py
+#   counted  `mlpbench ab` of the base against demo/twin for COUNTED_SHAPES of the MLP's eager and
+#            compiled bf16 cases (the peak memory a night moved for identical code): the per-round
+#            peak memory and kernels per call the confirmation reads
 # The nightly steps measure the cases PAIR_CASES or BISECT_CASES select (MLPBENCH_CASES) of the
 # classes BENCH; PAIR_ARGS adds nightly options to `pair` (e.g. --threshold 1, where the gate's own
 # thresholds flag nothing between the two boxes and there is nothing to confirm).
@@ -61,7 +64,15 @@ for step in "$@"; do
             --shape t8192-d768-h3072 --shape t1-h16384 --rounds "${ROUNDS:-8}" --paired \
             --results "$out/trials/rounds" --markdown "$out/trials/ab.md" > "$out/trials/ab.log" 2>&1
         echo "trials ab rc=$?"; tail -3 "$out/trials/ab.log" ;;
-    *) echo "unknown step $step (valid: record pair bisect trials)"; exit 2 ;;
+    counted)
+        mkdir -p "$out/counted"
+        shapes=()
+        for sh in ${COUNTED_SHAPES:-t333-d768-h3000 t1024-d768-h3072}; do shapes+=(--shape "$sh"); done
+        /usr/bin/time -f "counted wall %e s" python3 -m mlpbench.cli ab --base "$BASE_REV" --head demo/twin \
+            --op mlp --variant eager --variant compiled --dtype bf16 "${shapes[@]}" --rounds "${ROUNDS:-2}" \
+            --results "$out/counted/rounds" --markdown "$out/counted/ab.md" > "$out/counted/ab.log" 2>&1
+        echo "counted ab rc=$?"; tail -3 "$out/counted/ab.log" ;;
+    *) echo "unknown step $step (valid: record pair bisect trials counted)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"
