@@ -437,13 +437,11 @@ def _measure(tree: Path, out: Path, tier: str, args) -> tuple[int, str]:
 
 def _read(out: Path) -> tuple[list[dict], list[dict], str]:
     """A round's records, outcomes and machine from the files `mlpbench run` wrote under `out`."""
-    from .results import pytest_runs
+    from .results import own_outcomes, pytest_runs
 
     files = sorted(p for p in out.rglob("*.json") if not p.name.startswith("."))
-    records, outcomes, machine = [], [], "unknown"
-    for path in files:
-        doc = json.loads(path.read_text())
-        outcomes += doc.get("outcomes", [])
+    records, machine = [], "unknown"
+    outcomes = own_outcomes(files)
     for run in pytest_runs([p for p in files if not p.name.endswith(".outcomes.json")]):
         machine = run.machine
         records += [b.get("extra_info", {}) for b in run.benchmarks if "case" in b.get("extra_info", {})]

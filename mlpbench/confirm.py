@@ -257,15 +257,9 @@ def save(root: Path, machine: str, head: str, confirmations: list[Confirmation])
 
 def load(root: Path, machine: str) -> dict[tuple[str, str, str], str]:
     """{(head commit, benchmark, param): status} of every night's confirmations on `machine`."""
-    folder = Path(root) / "confirmations" / machine
-    out = {}
-    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            for c in json.loads(p.read_text()):
-                out[(c["head"], c["benchmark"], c["param"])] = c["status"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # an unreadable file leaves its steps as the gate judged them
-    return out
+    from .results import confirmations
+
+    return confirmations(Path(root) / "confirmations" / machine)
 
 
 def markdown(confirmations: list[Confirmation]) -> str:

@@ -12,28 +12,16 @@ grouped by the case's median device time, because short kernels are noisier.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import gate
+from . import gate, results
 
 SLOWDOWNS = (0.0, 0.03, 0.05, 0.10)
 BUCKETS = ((0, 5e-6, "< 5 µs"), (5e-6, 20e-6, "5–20 µs"), (20e-6, np.inf, "≥ 20 µs"))
-
-
-def device_samples(paths, drop_first: int = 0) -> dict[str, list[float]]:
-    """Device samples per case; `drop_first` leaves out each case's first samples (a warm-up)."""
-    out = {}
-    for path in map(Path, paths):
-        for b in json.loads(path.read_text())["benchmarks"]:
-            info = b["extra_info"]
-            if info.get("device_time_samples_s"):
-                out[info["case"]] = info["device_time_samples_s"][drop_first:]
-    return out
 
 
 def trials(samples: dict[str, list[float]], n_trials: int = 50, slowdowns=SLOWDOWNS, seed: int = 0) -> pd.DataFrame:
@@ -111,7 +99,7 @@ def main(argv=None) -> int:
         base_dir, head_dir, commit = a.aa
         df = between_runs(asv_device_samples(base_dir, commit), asv_device_samples(head_dir, commit), a.trials)
     else:
-        df = trials(device_samples(a.files, a.drop_first), a.trials)
+        df = trials(results.device_samples(a.files, a.drop_first), a.trials)
     table = summary(df)
     text = table.to_string() + "\n\nleast detected at 5%, ≥ 20 µs:\n" + worst_cases(df).to_string()
     print(text)

@@ -300,26 +300,11 @@ def stored_at(results_dir, machine: str):
     time, not the commit's `date`: a box that measures an old commit, or the same commit again, is
     alive; a git checkout's file times say when it was checked out."""
     import datetime as dt
-    import json
     from pathlib import Path
 
-    from .results import NOT_RESULTS
+    from .results import asv_end_times
 
-    times: list[float] = []
-    folder = Path(results_dir) / machine
-    for path in folder.rglob("*.json") if folder.is_dir() else []:
-        if path.name in NOT_RESULTS:
-            continue
-        try:
-            doc = json.loads(path.read_text())
-            times += [v for v in (doc.get("ended_at") or {}).values() if isinstance(v, (int, float))]
-            cols = doc.get("result_columns") or []
-            for row in (doc.get("results") or {}).values() if "started_at" in cols else []:
-                r = dict(zip(cols, row))
-                if isinstance(r.get("started_at"), (int, float)):
-                    times.append(r["started_at"] + 1000 * (r.get("duration") or 0))
-        except (OSError, ValueError, AttributeError, TypeError):
-            continue
+    times = asv_end_times(Path(results_dir) / machine)
     return dt.datetime.fromtimestamp(max(times) / 1000, dt.timezone.utc) if times else None
 
 

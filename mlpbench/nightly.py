@@ -24,7 +24,7 @@ import time
 import warnings
 from pathlib import Path
 
-from . import asv_run, gate
+from . import asv_run, gate, results
 
 # A night slower than the previous night on its machine by more than this is warned of in the summary:
 # the suite's own cost is a budget too, and a step up in it is cheapest to find the morning after.
@@ -46,21 +46,6 @@ def history_path(repo: Path, machine: str) -> Path:
     """Where a machine's nights are kept: a JSON list of {commit, date, wall_s, bench (asv_run.family),
     steps (seconds per step)}, oldest first."""
     return repo / "results" / "nightly" / f"{machine}.json"
-
-
-def load_history(path: Path) -> list[dict]:
-    """The nights recorded in `path`; [] where there is none, or (with a warning) where it is unreadable:
-    a lost history costs one night's comparison, never the nightly."""
-    if not path.is_file():
-        return []
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc, list):
-            raise ValueError("not a list")
-    except (OSError, ValueError) as exc:
-        warnings.warn(f"ignoring {path}: not a readable nightly history ({exc})", stacklevel=2)
-        return []
-    return [n for n in doc if isinstance(n, dict) and isinstance(n.get("wall_s"), (int, float))]
 
 
 def _duration(s: float) -> str:
@@ -173,7 +158,7 @@ def run(args) -> int:
     # the suite's own cost: same-box confirmation (and bisection) runs only on a regressed night
     wall_s = time.perf_counter() - started - steps.get("confirm", 0.0)
     kept = history_path(repo, machine)
-    history = load_history(kept)
+    history = results.nightly_history(kept)
     lines[2:2] = [*wall_time_lines(wall_s, history, bench, steps), ""]
     if not failed:  # a night with a failed step is not one to compare the next with
         record_night(kept, history, {"commit": head, "bench": bench, "wall_s": round(wall_s, 1),

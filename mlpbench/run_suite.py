@@ -163,12 +163,9 @@ def _process_cost(path: Path, ended_at: float) -> dict:
     """`mlpbench_process` of a pytest process's JSON (pytest_plugin.process_cost), its `written_at` made
     `end_s`: from writing the JSON to `ended_at` (the wall clock when the process had exited, or pytest
     returned); {} without one."""
-    try:
-        found = json.loads(path.read_text()).get("mlpbench_process")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    if not isinstance(found, dict):
-        return {}
+    from .results import process_info
+
+    found = process_info(path)
     written = found.pop("written_at", None)
     if isinstance(written, (int, float)):
         found["end_s"] = round(max(0.0, ended_at - written), 3)

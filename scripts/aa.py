@@ -25,7 +25,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from mlpbench import between_runs, codegen_record, gate, registry
+from mlpbench import between_runs, codegen_record, gate, registry, results
 
 DEVICE_METHOD, HOST_METHOD = "pytest.track_device_time", "pytest.track_host_time_back_to_back"
 MICRO_S = 20e-6  # below this device time a case is microsecond-sized: launch and host path, not the GPU
@@ -158,11 +158,11 @@ def main(argv=None) -> int:
         print(f"aa: --calibration {k}: must be between {between_runs.MIN_RUNS} and the {len(a.files)} runs given",
               file=sys.stderr)
         return 2
-    runs = [(p.name, between_runs.records(p)) for p in a.files]
+    runs = [(p.name, results.sampled_records(p)) for p in a.files]
     measured = between_runs.measure([r for _, r in runs[:k]])
     inherited = {}
     if a.reference:
-        reference = between_runs.records(a.reference)
+        reference = results.sampled_records(a.reference)
         inherited = between_runs.inherit(measured, {c: i[between_runs.DEVICE] for c, i in reference.items()})
     if a.between:
         between_runs.write(a.between, a.between.stem, [str(p) for p in a.files[:k]], measured | inherited,

@@ -22,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mlpbench import between_runs, codegen, codegen_record, gate, registry
+from mlpbench import between_runs, codegen, codegen_record, gate, registry, results
 
 
 def _picks(info: dict) -> str:
@@ -39,7 +39,7 @@ def _point(path: Path, info: dict) -> gate.Point:
 
 def table(paths: list[Path], allowances: dict[str, float] | None = None, calibration: int | None = None
           ) -> tuple[str, dict]:
-    runs = [(p, between_runs.records(p)) for p in paths]
+    runs = [(p, results.sampled_records(p)) for p in paths]
     calibration = len(runs) if calibration is None else calibration
     order = {c.id: k for k, c in enumerate(registry.all_cases())}
     common = sorted((c for c in set.intersection(*(set(r) for _, r in runs)) if c in order), key=order.get)
@@ -84,11 +84,11 @@ def table(paths: list[Path], allowances: dict[str, float] | None = None, calibra
 def alone_table(alone: list[Path], runs: list[Path]) -> str:
     """The hermetic check: each case measured in a process of its own (`alone`) against the same case
     measured after every other compiled case in one process (the A/A `runs`, the MLP's cases first)."""
-    after = [between_runs.records(p) for p in runs]
+    after = [results.sampled_records(p) for p in runs]
     head = ["case", "alone µs", "after the others µs per run", "alone / median after", "same picks"]
     md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for path in alone:
-        for case, info in between_runs.records(path).items():
+        for case, info in results.sampled_records(path).items():
             others = [r[case] for r in after if case in r]
             if not others:
                 continue
@@ -107,12 +107,12 @@ def pinned_table(pinned: Path) -> str:
     head = ["case", "pinned µs", "pinned-from run µs", "pinned / pinned-from", "same picks", "pick read from cache"]
     md = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     sources: dict[str, dict] = {}
-    for case, info in between_runs.records(pinned).items():
+    for case, info in results.sampled_records(pinned).items():
         source = (info.get("codegen") or {}).get("pinned_from")
         if not source:
             continue
         path = next((p for p in (Path(source), pinned.parent / Path(source).name) if p.exists()), None)
-        base = (sources.setdefault(source, between_runs.records(path)) if path else {}).get(case)
+        base = (sources.setdefault(source, results.sampled_records(path)) if path else {}).get(case)
         states = ", ".join(sorted({str(k.get("autotune_cache_state")) for k in info["codegen"]["kernels"]}))
         md.append(f"| {case} | {info['device_time_s'] * 1e6:,.2f} | "
                   + (f"{base['device_time_s'] * 1e6:,.2f} | {info['device_time_s'] / base['device_time_s']:.3f} | "
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     if not 2 <= k <= len(a.files):
         print(f"compiled_aa: --calibration {k}: must be between 2 and the {len(a.files)} runs given", file=sys.stderr)
         return 2
-    measured = between_runs.measure([between_runs.records(p) for p in a.files[:k]])
+    measured = between_runs.measure([results.sampled_records(p) for p in a.files[:k]])
     if a.between:
         between_runs.write(a.between, a.between.stem, [str(p) for p in a.files[:k]], measured)
     allowances = {case: e["allowance"] for case, e in measured.items() if "allowance" in e}
