@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import ab, asv_run, environment, registry
+from .judging import ab
+from .asv import run as asv_run
+from . import environment, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(args) -> int:
-    from . import check
+    from .judging import check
 
     return check.run(args)
 
@@ -163,7 +165,7 @@ def _asv(args) -> int:
     if isinstance(made, int):
         return made
     cmd = made[0] + list(args.asv_args)
-    from .asv_measure import progress
+    from .asv.measure import progress
 
     say = lambda m: print(f"mlpbench: {m}", flush=True)  # noqa: E731
     with asv_run.ahead(args, say=say, overlap=True), progress(say):
@@ -193,7 +195,8 @@ def _skips(args) -> int:
     import re
 
     environment.interpret_triton_without_gpu()  # the skips of Triton cases on a CPU depend on it
-    from . import asv_skips, runner
+    from .asv import skips as asv_skips
+    from . import runner
 
     try:
         rows = list(asv_skips.skip_reasons(bench=args.bench))

@@ -149,7 +149,7 @@ def portability(df: pd.DataFrame, rates: dict, noise: dict[str, dict[str, float]
     least gate.FLOOR: a case departing beyond its class by more is "not portable", a case that runs
     relatively worse (or better) on one machine than the hardware and its peers explain. A machine without a noise figure for the case counts the
     floor alone, and `noise_from` says so."""
-    from . import gate
+    from .judging import gate
 
     noise = noise or {}
     with_rates = {m for m, c in rates.items() if c and c.get("copy_bandwidth_Bps")}
@@ -257,7 +257,7 @@ def portability_summary(frame: pd.DataFrame) -> str:
 def portability_of(data) -> pd.DataFrame:
     """portability() of a loaded results folder (report.Loaded), each machine's between-run noise
     read beside its results (results/between-runs/<machine>.json)."""
-    from . import between_runs
+    from .judging import between_runs
 
     noise = {m: between_runs.load(data.root, m) for m in data.machines}
     return portability(data.measurements, data.measured_rates, noise)
@@ -266,7 +266,7 @@ def portability_of(data) -> pd.DataFrame:
 def portability_markdown(frame: pd.DataFrame, dirty=(), link=lambda name: f"`{name}`") -> str:
     """The summary, the table with the files it comes from (`link` spells each; the runs of `dirty`,
     made from a dirty tree, marked) and what its columns mean."""
-    from . import gate
+    from .judging import gate
 
     if frame.empty:
         return ""

@@ -24,7 +24,9 @@ import time
 import warnings
 from pathlib import Path
 
-from . import asv_run, gate, results
+from .asv import run as asv_run
+from .judging import gate
+from . import results
 
 # A night slower than the previous night on its machine by more than this is warned of in the summary:
 # the suite's own cost is a budget too, and a step up in it is cheapest to find the morning after.
@@ -94,10 +96,10 @@ def run(args) -> int:
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
     failed = []
     t0 = time.perf_counter()
-    from . import asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
+    from .asv import parallel as asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
 
     gpus = asv_parallel.gpu_count()
-    from .asv_measure import progress
+    from .asv.measure import progress
 
     # ASV starts while the workers compile; its benchmark processes wait for them before measuring.
     # Each case's line (measured or why not, and its seconds) is said as it comes, so a long night shows
@@ -139,7 +141,7 @@ def run(args) -> int:
                              "instead, the previous commit this box recorded.")
             lines += ["", gate.markdown(verdicts)]
             if not getattr(args, "no_confirm", False):  # regressions measured again here: box noise fails nothing
-                from . import confirm
+                from .judging import confirm
 
                 t1 = time.perf_counter()
                 confirmations = confirm.run(repo, verdicts, base, head, machine, threshold,
@@ -152,7 +154,7 @@ def run(args) -> int:
     steps["gate"] = time.perf_counter() - t0 - steps.get("confirm", 0.0)
     regressed = [v for v in verdicts if v.verdict == "regression"]
     if confirmations:
-        from . import confirm
+        from .judging import confirm
 
         regressed = confirm.failing(verdicts, confirmations)
     # the suite's own cost: same-box confirmation (and bisection) runs only on a regressed night
@@ -169,7 +171,7 @@ def run(args) -> int:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.write_text("\n".join(lines) + "\n")
     if getattr(args, "json", None):
-        from . import confirm
+        from .judging import confirm
 
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(confirm.as_json(machine, head, verdicts, confirmations) + "\n")

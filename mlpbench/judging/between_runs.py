@@ -53,7 +53,7 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from . import results
+from .. import results
 
 FOLDER = "between-runs"  # under the results root, beside asv/ and codegen/
 MULTIPLE = 3.0
@@ -70,7 +70,7 @@ ONE_BOX = "one_box"  # a case's entry for device time's spread within boxes
 # The repository's own results folder: where a machine's noise is found when the results being read
 # are a copy elsewhere (a CI artifact, another checkout's results/asv) with no between-runs/ beside them.
 # MLPBENCH_OWN_RESULTS names another (the tests name an empty one: they never read the checkout's).
-OWN_RESULTS = Path(__file__).resolve().parents[1] / "results"
+OWN_RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def _own_results() -> Path:
@@ -191,7 +191,7 @@ def inherit(measured: dict[str, dict], reference: dict[str, float]) -> dict[str,
 
 
 def write(path: Path, machine: str, sources: list[str], cases: dict[str, dict], reference: str | None = None) -> None:
-    from .atomic import write_json
+    from ..atomic import write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {

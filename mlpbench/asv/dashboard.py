@@ -1,6 +1,6 @@
 """Make an ``asv publish`` dashboard open on data, with readable graphs.
 
-Applied by the publish plugin (mlpbench/asv_offline.py) to the freshly built folder, before it
+Applied by the publish plugin (mlpbench/asv/offline.py) to the freshly built folder, before it
 replaces the published one:
 
 - benchmarks with no data point on any machine leave index.json, so the grid and the sidebar list
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 SCRIPT = "asv_dashboard.js"
-STATIC = Path(__file__).with_name("static")  # package data (pyproject.toml)
+STATIC = Path(__file__).parent.parent / "static"  # package data (pyproject.toml)
 STALE = "mlpbench-stale.json"  # the stale machines' lines, noted during `asv publish` (note_stale)
 BANNER_ID = "mlpbench-stale"
 PORTABILITY = "portability.html"  # the cross-GPU table, beside index.html (note_portability)
@@ -143,7 +143,8 @@ def note_portability(html_dir: Path, results_root: Path) -> str:
     have pytest runs (nothing is written then)."""
     import html
 
-    from . import fleet, gate, report, tables
+    from .. import fleet, report, tables
+    from ..judging import gate
 
     html_dir = Path(html_dir)
     for stale in (html_dir / PORTABILITY, html_dir / PORTABILITY_LINE):

@@ -1,7 +1,7 @@
 """How well the gate separates real slowdowns from noise, measured on real device-time samples.
 
-    python -m mlpbench.detection results/pytest/h200/*.json [--trials 50] [--output FILE.md]
-    python -m mlpbench.detection --aa results/asv results/asv-aa COMMIT [--trials 50]
+    python -m mlpbench.judging.detection results/pytest/h200/*.json [--trials 50] [--output FILE.md]
+    python -m mlpbench.judging.detection --aa results/asv results/asv-aa COMMIT [--trials 50]
 
 For every case with device samples, each trial splits its samples at random into a base half and
 a head half, multiplies the head half by 1 + s (a planted slowdown s; s = 0 gives the false-alarm
@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import gate, results
+from . import gate
+from .. import results
 
 SLOWDOWNS = (0.0, 0.03, 0.05, 0.10)
 BUCKETS = ((0, 5e-6, "< 5 µs"), (5e-6, 20e-6, "5–20 µs"), (20e-6, np.inf, "≥ 20 µs"))
@@ -87,7 +88,7 @@ def worst_cases(df: pd.DataFrame, slowdown: float = 0.05, bucket: str = "≥ 20 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mlpbench.detection")
+    p = argparse.ArgumentParser(prog="python -m mlpbench.judging.detection")
     p.add_argument("files", nargs="*", type=Path, help="pytest-benchmark JSON files (split-half trials)")
     p.add_argument("--aa", nargs=3, metavar=("BASE_DIR", "HEAD_DIR", "COMMIT"),
                    help="between-run trials on two ASV runs of COMMIT, kept in two results folders")
