@@ -96,13 +96,13 @@ def _parser() -> argparse.ArgumentParser:
 
     ab.add_arguments(sub.add_parser("ab", help="before/after: two revisions measured here, alternating fresh processes"))
 
-    sto = sub.add_parser("store", help="CI: put this machine's ASV results on the results branch and push to --remote, "
+    sto = sub.add_parser("store", help="CI: put this machine's ASV results on --branch (main, where the history lives) and push to --remote, "
                                        "building again on the new tip when another machine pushed first")
     sto.add_argument("--machine", required=True, help="ASV machine name: results/asv/<machine>/ is stored")
     sto.add_argument("--repo", type=Path, default=ROOT, help="the checkout holding results/asv (default: this one)")
     # No default: in a clone, origin is the repository it came from, and nothing pushes unasked.
     sto.add_argument("--remote", required=True, help="the remote to push to, named explicitly (the workflow passes origin)")
-    sto.add_argument("--branch", default="results", help="branch holding the results (default: results)")
+    sto.add_argument("--branch", default="main", help="branch holding the results (default: main)")
     sto.add_argument("--attempts", type=int, default=5, help="pushes to try before giving up (default: 5)")
     sto.add_argument("--backoff", type=float, default=2.0, metavar="SECONDS",
                      help="wait about SECONDS × the attempt number between tries (default: 2)")

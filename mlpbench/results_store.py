@@ -1,6 +1,6 @@
 """`mlpbench store`: put one machine's ASV results on a shared branch, losing nothing.
 
-    mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch results]
+    mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch main]
                    [--attempts 5] [--backoff SECONDS]
 
 The nightly workflow names `--branch main`: main's results/ is where the history lives, and the

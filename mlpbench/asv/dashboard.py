@@ -164,7 +164,7 @@ def note_portability(html_dir: Path, results_root: Path) -> str:
     (html_dir / PORTABILITY).write_text(
         "<!doctype html><meta charset='utf-8'><title>Across machines</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
-        f"<h1>Across machines: each ratio against what the ceilings predict</h1><p>{html.escape(line)}</p>"
+        f"<h1>Across machines: {html.escape(fleet.PORTABILITY_TITLE)}</h1><p>{html.escape(line)}</p>"
         f"<p>{html.escape(fleet.PORTABILITY_NOTE.format(floor=gate.FLOOR))}</p>"
         f"{table.html()}{files}<p><a href='index.html'>back to the dashboard</a></p>",
         encoding="utf-8")
