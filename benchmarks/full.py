@@ -1,6 +1,6 @@
 r"""ASV benchmarks of the full tier (standard plus the largest shapes), generated from the case
-registry by mlpbench.asv_suite; select with `asv run --bench '^full\.'`."""
+registry by mlpbench.asv.suite; select with `asv run --bench '^full\.'`."""
 
-from mlpbench.asv_suite import classes, results_beside
+from mlpbench.asv.suite import classes, results_beside
 
 globals().update(classes("full", results=results_beside(__file__)))

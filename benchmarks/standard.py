@@ -1,6 +1,6 @@
 r"""ASV benchmarks of the standard tier (the nightly GPU set), generated from the case registry by
-mlpbench.asv_suite; select with `asv run --bench '^standard\.'`."""
+mlpbench.asv.suite; select with `asv run --bench '^standard\.'`."""
 
-from mlpbench.asv_suite import classes, results_beside
+from mlpbench.asv.suite import classes, results_beside
 
 globals().update(classes("standard", results=results_beside(__file__)))

@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import ab, asv_run, environment, registry
+from .judging import ab
+from .asv import run as asv_run
+from . import environment, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,13 +96,13 @@ def _parser() -> argparse.ArgumentParser:
 
     ab.add_arguments(sub.add_parser("ab", help="before/after: two revisions measured here, alternating fresh processes"))
 
-    sto = sub.add_parser("store", help="CI: put this machine's ASV results on the results branch and push to --remote, "
+    sto = sub.add_parser("store", help="CI: put this machine's ASV results on --branch (main, where the history lives) and push to --remote, "
                                        "building again on the new tip when another machine pushed first")
     sto.add_argument("--machine", required=True, help="ASV machine name: results/asv/<machine>/ is stored")
     sto.add_argument("--repo", type=Path, default=ROOT, help="the checkout holding results/asv (default: this one)")
     # No default: in a clone, origin is the repository it came from, and nothing pushes unasked.
     sto.add_argument("--remote", required=True, help="the remote to push to, named explicitly (the workflow passes origin)")
-    sto.add_argument("--branch", default="results", help="branch holding the results (default: results)")
+    sto.add_argument("--branch", default="main", help="branch holding the results (default: main)")
     sto.add_argument("--attempts", type=int, default=5, help="pushes to try before giving up (default: 5)")
     sto.add_argument("--backoff", type=float, default=2.0, metavar="SECONDS",
                      help="wait about SECONDS × the attempt number between tries (default: 2)")
@@ -108,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(args) -> int:
-    from . import check
+    from .judging import check
 
     return check.run(args)
 
@@ -163,7 +165,7 @@ def _asv(args) -> int:
     if isinstance(made, int):
         return made
     cmd = made[0] + list(args.asv_args)
-    from .asv_measure import progress
+    from .asv.measure import progress
 
     say = lambda m: print(f"mlpbench: {m}", flush=True)  # noqa: E731
     with asv_run.ahead(args, say=say, overlap=True), progress(say):
@@ -193,7 +195,8 @@ def _skips(args) -> int:
     import re
 
     environment.interpret_triton_without_gpu()  # the skips of Triton cases on a CPU depend on it
-    from . import asv_skips, runner
+    from .asv import skips as asv_skips
+    from . import runner
 
     try:
         rows = list(asv_skips.skip_reasons(bench=args.bench))

@@ -3,7 +3,7 @@
 Every result carries this, and ASV gets it as machine/environment parameters, so a series splits
 when any of it changes instead of mixing numbers from different stacks. The box (`box_id`) is not a
 series key: device time of one GPU model agrees across boxes, host time does not, so the gate
-compares host time between runs of one box only (mlpbench/gate.py) and reads the box from each result.
+compares host time between runs of one box only (mlpbench/judging/gate.py) and reads the box from each result.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def portability(df: pd.DataFrame, rates: dict, noise: dict[str, dict[str, float]
     least gate.FLOOR: a case departing beyond its class by more is "not portable", a case that runs
     relatively worse (or better) on one machine than the hardware and its peers explain. A machine without a noise figure for the case counts the
     floor alone, and `noise_from` says so."""
-    from . import gate
+    from .judging import gate
 
     noise = noise or {}
     with_rates = {m for m, c in rates.items() if c and c.get("copy_bandwidth_Bps")}
@@ -257,7 +257,7 @@ def portability_summary(frame: pd.DataFrame) -> str:
 def portability_of(data) -> pd.DataFrame:
     """portability() of a loaded results folder (report.Loaded), each machine's between-run noise
     read beside its results (results/between-runs/<machine>.json)."""
-    from . import between_runs
+    from .judging import between_runs
 
     noise = {m: between_runs.load(data.root, m) for m in data.machines}
     return portability(data.measurements, data.measured_rates, noise)
@@ -266,7 +266,7 @@ def portability_of(data) -> pd.DataFrame:
 def portability_markdown(frame: pd.DataFrame, dirty=(), link=lambda name: f"`{name}`") -> str:
     """The summary, the table with the files it comes from (`link` spells each; the runs of `dirty`,
     made from a dirty tree, marked) and what its columns mean."""
-    from . import gate
+    from .judging import gate
 
     if frame.empty:
         return ""
@@ -300,26 +300,11 @@ def stored_at(results_dir, machine: str):
     time, not the commit's `date`: a box that measures an old commit, or the same commit again, is
     alive; a git checkout's file times say when it was checked out."""
     import datetime as dt
-    import json
     from pathlib import Path
 
-    from .results import NOT_RESULTS
+    from .results import asv_end_times
 
-    times: list[float] = []
-    folder = Path(results_dir) / machine
-    for path in folder.rglob("*.json") if folder.is_dir() else []:
-        if path.name in NOT_RESULTS:
-            continue
-        try:
-            doc = json.loads(path.read_text())
-            times += [v for v in (doc.get("ended_at") or {}).values() if isinstance(v, (int, float))]
-            cols = doc.get("result_columns") or []
-            for row in (doc.get("results") or {}).values() if "started_at" in cols else []:
-                r = dict(zip(cols, row))
-                if isinstance(r.get("started_at"), (int, float)):
-                    times.append(r["started_at"] + 1000 * (r.get("duration") or 0))
-        except (OSError, ValueError, AttributeError, TypeError):
-            continue
+    times = asv_end_times(Path(results_dir) / machine)
     return dt.datetime.fromtimestamp(max(times) / 1000, dt.timezone.utc) if times else None
 
 

@@ -24,7 +24,9 @@ import time
 import warnings
 from pathlib import Path
 
-from . import asv_run, gate
+from .asv import run as asv_run
+from .judging import gate
+from . import results
 
 # A night slower than the previous night on its machine by more than this is warned of in the summary:
 # the suite's own cost is a budget too, and a step up in it is cheapest to find the morning after.
@@ -46,21 +48,6 @@ def history_path(repo: Path, machine: str) -> Path:
     """Where a machine's nights are kept: a JSON list of {commit, date, wall_s, bench (asv_run.family),
     steps (seconds per step)}, oldest first."""
     return repo / "results" / "nightly" / f"{machine}.json"
-
-
-def load_history(path: Path) -> list[dict]:
-    """The nights recorded in `path`; [] where there is none, or (with a warning) where it is unreadable:
-    a lost history costs one night's comparison, never the nightly."""
-    if not path.is_file():
-        return []
-    try:
-        doc = json.loads(path.read_text())
-        if not isinstance(doc, list):
-            raise ValueError("not a list")
-    except (OSError, ValueError) as exc:
-        warnings.warn(f"ignoring {path}: not a readable nightly history ({exc})", stacklevel=2)
-        return []
-    return [n for n in doc if isinstance(n, dict) and isinstance(n.get("wall_s"), (int, float))]
 
 
 def _duration(s: float) -> str:
@@ -109,10 +96,10 @@ def run(args) -> int:
     lines = [f"# mlpbench nightly: {head[:8]} on {machine}", ""]
     failed = []
     t0 = time.perf_counter()
-    from . import asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
+    from .asv import parallel as asv_parallel  # one `asv run` per GPU where the box has several, merged into one file
 
     gpus = asv_parallel.gpu_count()
-    from .asv_measure import progress
+    from .asv.measure import progress
 
     # ASV starts while the workers compile; its benchmark processes wait for them before measuring.
     # Each case's line (measured or why not, and its seconds) is said as it comes, so a long night shows
@@ -154,7 +141,7 @@ def run(args) -> int:
                              "instead, the previous commit this box recorded.")
             lines += ["", gate.markdown(verdicts)]
             if not getattr(args, "no_confirm", False):  # regressions measured again here: box noise fails nothing
-                from . import confirm
+                from .judging import confirm
 
                 t1 = time.perf_counter()
                 confirmations = confirm.run(repo, verdicts, base, head, machine, threshold,
@@ -167,13 +154,13 @@ def run(args) -> int:
     steps["gate"] = time.perf_counter() - t0 - steps.get("confirm", 0.0)
     regressed = [v for v in verdicts if v.verdict == "regression"]
     if confirmations:
-        from . import confirm
+        from .judging import confirm
 
         regressed = confirm.failing(verdicts, confirmations)
     # the suite's own cost: same-box confirmation (and bisection) runs only on a regressed night
     wall_s = time.perf_counter() - started - steps.get("confirm", 0.0)
     kept = history_path(repo, machine)
-    history = load_history(kept)
+    history = results.nightly_history(kept)
     lines[2:2] = [*wall_time_lines(wall_s, history, bench, steps), ""]
     if not failed:  # a night with a failed step is not one to compare the next with
         record_night(kept, history, {"commit": head, "bench": bench, "wall_s": round(wall_s, 1),
@@ -184,7 +171,7 @@ def run(args) -> int:
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.write_text("\n".join(lines) + "\n")
     if getattr(args, "json", None):
-        from . import confirm
+        from .judging import confirm
 
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(confirm.as_json(machine, head, verdicts, confirmations) + "\n")

@@ -65,7 +65,8 @@ def pytest_collection_finish(session):
              if "test_case[" in item.nodeid and hasattr(item, "callspec")]
     if not cases:
         return
-    from mlpbench import precompile, runner
+    from mlpbench.compile import precompile
+    from mlpbench import runner
 
     def say(m):
         print(f"\nmlpbench: {m}", flush=True)

@@ -39,7 +39,7 @@ class Record:
     tolerance: float = _f("", "the largest max_rel_err the dtype allows")
     source: str = _f("", "where the implementation came from, with versions")
     note: str = _f("", "what a reader of this record must know (e.g. a variant that overwrites its inputs)")
-    # --- what torch.compile generated (compiler variants; mlpbench/codegen.py)
+    # --- what torch.compile generated (compiler variants; mlpbench/compile/codegen.py)
     codegen: dict = _f("", "per Triton kernel: name, source hash, launch configuration, where the pick came "
                            "from; Inductor's settings and the compile mode")
     codegen_fingerprint: int = _f("", "one integer for the codegen record (equal fingerprints: same code)")
@@ -108,7 +108,7 @@ class Metric:
     gated: str = "yes"
     # Host time of a case that has device time: the host's launch path, whose speed differs between
     # boxes of one GPU model far more than the GPU's does. The gate compares it between runs of one
-    # box only (mlpbench/gate.py), with a floor and a between-run noise of its own.
+    # box only (mlpbench/judging/gate.py), with a floor and a between-run noise of its own.
     one_box: bool = False
 
 
@@ -132,7 +132,7 @@ METRICS = {
     "track_box_id": Metric("box", "the box that measured the case (mlpbench/envinfo.py)", "box_id", gated="no"),
     # Not a speed: changes when Inductor generates other code or picks another configuration. The
     # gate reads it to attribute a compiled case's move to code generation.
-    "track_codegen": Metric("fingerprint", "what Inductor generated, as one integer (mlpbench/codegen.py)",
+    "track_codegen": Metric("fingerprint", "what Inductor generated, as one integer (mlpbench/compile/codegen.py)",
                             "codegen_fingerprint", gated="no"),
     "track_cold_compile": Metric("seconds", "torch.compile's cold compile, empty caches", gated="no"),
     "track_recompile_new_shape": Metric("seconds", "recompile for a new token count (static shapes)", gated="no"),

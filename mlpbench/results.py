@@ -13,6 +13,13 @@ structure and the registry, never from taking a case id apart:
   compile-tax classes) are looked up by that id among the registry's cases and the changing-shapes
   runs (`subject`). An id found in neither (a case since removed) leaves the fields empty.
 
+Besides the measurements it reads what travels with them: a run's case outcomes and its
+`mlpbench_run`/`mlpbench_process`, a round's files for `mlpbench ab`, the nightly's history, the
+confirmations, and the between-runs noise files (which, unlike the rest, raise: a gate must not
+judge on a half-read allowance). Not results, so read where they are used: ASV's own
+benchmarks.json and machine.json, the dashboard's graph JSON, the machine list, subprocess output,
+and the files a writer reads back to rewrite (run_suite folding outcomes in, shards merging).
+
 Importing this module imports no torch.
 """
 
@@ -178,17 +185,44 @@ def _asv_points(doc: dict) -> list[Point]:
     return out
 
 
+def _json(path) -> object:
+    return json.loads(Path(path).read_text())
+
+
+def asv_files(folder: Path) -> list[Path]:
+    """The ASV result files under `folder` (not ASV's own files beside them); [] without the folder."""
+    folder = Path(folder)
+    return [p for p in sorted(folder.rglob("*.json")) if p.name not in NOT_RESULTS] if folder.is_dir() else []
+
+
+def asv_end_times(folder: Path) -> list[float]:
+    """When each benchmark in the ASV result files under `folder` ended (ms since the epoch): a row's
+    started_at + duration, or an older file's `ended_at`. Unreadable files are skipped without a
+    warning: the report warns about them where it reads their points."""
+    times: list[float] = []
+    for path in asv_files(folder):
+        try:
+            doc = _json(path)
+            times += [v for v in (doc.get("ended_at") or {}).values() if isinstance(v, (int, float))]
+            cols = doc.get("result_columns") or []
+            for row in (doc.get("results") or {}).values() if "started_at" in cols else []:
+                r = dict(zip(cols, row))
+                if isinstance(r.get("started_at"), (int, float)):
+                    times.append(r["started_at"] + 1000 * (r.get("duration") or 0))
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return times
+
+
 def asv_points(folder: Path) -> list[tuple[Path, Point]]:
     """Every ASV result point under `folder` with the file it came from (two result files of one
     commit, two environments or two runs, stay apart); [] when there is no such folder."""
     out: list[tuple[Path, Point]] = []
     if not folder.is_dir():
         return out
-    for path in sorted(folder.rglob("*.json")):
-        if path.name in NOT_RESULTS:
-            continue
+    for path in asv_files(folder):
         try:
-            out += [(path, p) for p in _asv_points(json.loads(path.read_text()))]
+            out += [(path, p) for p in _asv_points(_json(path))]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             warnings.warn(f"skipping {path}: not a readable ASV result file ({type(exc).__name__}: {exc})",
                           stacklevel=2)
@@ -226,9 +260,9 @@ def pytest_runs(paths) -> list[PytestRun]:
     runs = []
     for path in map(Path, paths):
         try:
-            doc = json.loads(path.read_text())
+            doc = _json(path)
             if isinstance(doc, dict) and "outcomes" in doc and "benchmarks" not in doc:
-                continue  # a run's outcomes file: read by tables.not_timed()
+                continue  # a run's outcomes file: read by outcomes()
             benches = doc["benchmarks"]
             env = doc.get("machine_info", {}).get("mlpbench", {}) or {}
             runs.append(PytestRun(path, env.get("machine", "unknown"), (doc.get("commit_info") or {}).get("id"),
@@ -265,3 +299,111 @@ def pytest_records(runs: list[PytestRun]) -> pd.DataFrame:
                 "gemm_ceiling_flops": run.ceilings.get(f"gemm_{info.get('dtype')}_flops"),
             })
     return pd.DataFrame(rows)
+
+
+def device_samples(paths, drop_first: int = 0) -> dict[str, list[float]]:
+    """Device samples per case of the pytest-benchmark files `paths`; `drop_first` leaves out each
+    case's first samples (a warm-up)."""
+    out = {}
+    for run in pytest_runs(paths):
+        for b in run.benchmarks:
+            info = b["extra_info"]
+            if info.get("device_time_samples_s"):
+                out[info["case"]] = info["device_time_samples_s"][drop_first:]
+    return out
+
+
+def sampled_records(path: Path) -> dict[str, dict]:
+    """{case id: record extra_info} of one pytest-benchmark file, for the cases with device-time samples."""
+    return {b["extra_info"]["case"]: b["extra_info"] for run in pytest_runs([path]) for b in run.benchmarks
+            if "device_time_samples_s" in b.get("extra_info", {})}
+
+
+def run_extras(path: Path) -> tuple[dict, bool]:
+    """What a run file holds beside its records, read in one pass: its `mlpbench_run` ({wall_s, parts};
+    {} where it has none), and whether pytest-benchmark found the working tree dirty (its
+    `commit_info.dirty`; False where it says nothing). ({}, False) for a file that cannot be read,
+    without a warning: pytest_runs() warns about that file."""
+    try:
+        doc = _json(path)
+        found, info = doc.get("mlpbench_run"), doc.get("commit_info") or {}
+        dirty = info.get("dirty") is True
+    except (OSError, ValueError, AttributeError):
+        return {}, False
+    return (found if isinstance(found, dict) and isinstance(found.get("wall_s"), (int, float)) else {}), dirty
+
+
+def process_info(path: Path) -> dict:
+    """The `mlpbench_process` of one pytest process's JSON (pytest_plugin.process_cost); {} without
+    one, and without a warning: a process that timed nothing wrote no file."""
+    try:
+        found = _json(path).get("mlpbench_process")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+# --- what travels with the measurements -----------------------------------------------------------
+
+OUTCOMES_SUFFIX = ".outcomes.json"  # older runs kept their outcomes in a file of their own beside the run
+
+
+def outcomes(path) -> list[dict]:
+    """A run's case outcomes ({case, outcome, reason, ...}): the run JSON's `outcomes` list, else
+    those of an outcomes file (`path` itself, or the one beside the run); [] where there are none."""
+    path = Path(path)
+    doc = _json(path)
+    if "outcomes" not in doc and not path.name.endswith(OUTCOMES_SUFFIX):
+        beside = path.with_name(path.stem + OUTCOMES_SUFFIX)
+        doc = _json(beside) if beside.is_file() else {}
+    return list(doc.get("outcomes") or [])
+
+
+def own_outcomes(paths) -> list[dict]:
+    """The `outcomes` lists of every file among `paths`, each file's own (a round's run files and
+    outcomes files, as `mlpbench run` wrote them); an unreadable file is skipped with a warning."""
+    out = []
+    for path in map(Path, paths):
+        try:
+            out += _json(path).get("outcomes", [])
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            warnings.warn(f"skipping {path}: not a readable run or outcomes file ({exc})", stacklevel=2)
+    return out
+
+
+def nightly_history(path: Path) -> list[dict]:
+    """The nights recorded in `path`; [] where there is none, or (with a warning) where it is unreadable:
+    a lost history costs one night's comparison, never the nightly."""
+    if not path.is_file():
+        return []
+    try:
+        doc = _json(path)
+        if not isinstance(doc, list):
+            raise ValueError("not a list")
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"ignoring {path}: not a readable nightly history ({exc})", stacklevel=2)
+        return []
+    return [n for n in doc if isinstance(n, dict) and isinstance(n.get("wall_s"), (int, float))]
+
+
+def confirmations(folder: Path) -> dict[tuple[str, str, str], str]:
+    """{(head commit, benchmark, param): status} of the confirmation files in `folder`. An unreadable
+    file is skipped, silently: it leaves its steps as the gate judged them."""
+    out = {}
+    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            for c in _json(p):
+                out[(c["head"], c["benchmark"], c["param"])] = c["status"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def between_runs_doc(path: Path, versions) -> dict:
+    """A between-runs noise file (between_runs.py writes it) of one of `versions`. Raises where it
+    cannot be read, never skips: thresholds judged without a machine's noise file would mislead."""
+    doc = _json(path)
+    version = doc.get("version", 1)
+    if version not in versions:
+        raise ValueError(f"format version {version!r}, this reader knows {', '.join(map(str, versions))}")
+    return doc

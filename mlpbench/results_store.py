@@ -1,6 +1,6 @@
 """`mlpbench store`: put one machine's ASV results on a shared branch, losing nothing.
 
-    mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch results]
+    mlpbench store --machine NAME --remote REMOTE [--repo DIR] [--branch main]
                    [--attempts 5] [--backoff SECONDS]
 
 The nightly workflow names `--branch main`: main's results/ is where the history lives, and the
@@ -15,7 +15,7 @@ builds again on top of it: result files are per machine and commit, so the other
 come along as additions. Files of other machines are never touched; a file of this machine's
 folder that changed (a second run of a commit adds to its file) replaces the branch's copy. The
 codegen records of every machine share one file: the branch's copy gets this machine's records
-that it lacks, record by record (mlpbench/codegen_record.py, merge), and is never replaced. If the
+that it lacks, record by record (mlpbench/compile/codegen_record.py, merge), and is never replaced. If the
 branch does not exist it is created without history.
 
 results/asv/benchmarks.json describes the benchmarks of one measured commit, and ASV shows only
@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import codegen_record
+from .compile import codegen_record
 
 BENCHMARKS = "results/asv/benchmarks.json"
 CODEGEN = f"results/{codegen_record.FILE}"
@@ -232,7 +232,7 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
     files = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
     if not files:
         raise StoreError(f"no results of machine {machine!r} to store: {folder} is missing or empty", 2)
-    # What Inductor generated, by fingerprint (mlpbench/codegen.py): one file shared by every machine,
+    # What Inductor generated, by fingerprint (mlpbench/compile/codegen.py): one file shared by every machine,
     # content-addressed, so a fingerprint another machine pushed first holds the same record.
     try:
         codegen = codegen_record.read_all(root / "results")
@@ -241,7 +241,7 @@ def store(repo: Path, machine: str, remote: str = "origin", branch: str = "resul
     # The nightly's wall times on this machine (mlpbench/nightly.py), read by the next night.
     nights = root / "results" / "nightly" / f"{machine}.json"
     files += [nights] if nights.is_file() else []
-    # Which of its regressions the nightly measured again on this box (mlpbench/confirm.py), one file a night.
+    # Which of its regressions the nightly measured again on this box (mlpbench/judging/confirm.py), one file a night.
     confirmed = root / "results" / "confirmations" / machine
     files += sorted(confirmed.glob("*.json")) if confirmed.is_dir() else []
     benchmarks = root / BENCHMARKS

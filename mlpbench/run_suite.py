@@ -97,7 +97,7 @@ MAX_PRECOMPILE_WORKERS = 32  # each holds a CUDA context and one case in GPU mem
 
 
 def _precompile_workers(spec: str, cases) -> int | None:
-    from . import precompile
+    from .compile import precompile
 
     if spec == "auto":
         return precompile.auto_workers(cases)
@@ -112,11 +112,11 @@ def _precompile_workers(spec: str, cases) -> int | None:
 def _scratch(cases, workers: int, parts: list[dict]):
     """What the run's processes share, removed after: a file for the GPU's ceilings, measured by the
     first process that needs them (pytest_plugin), and with `workers` the cases' first calls made ahead
-    of timing (mlpbench/precompile.py), their compile caches handed on through the environment. The
+    of timing (mlpbench/compile/precompile.py), their compile caches handed on through the environment. The
     first pytest process starts while the workers compile, and waits for them before its first case."""
     import tempfile
 
-    from . import precompile
+    from .compile import precompile
     from .pytest_plugin import CEILINGS_ENV
 
     before = os.environ.get(CEILINGS_ENV)
@@ -163,12 +163,9 @@ def _process_cost(path: Path, ended_at: float) -> dict:
     """`mlpbench_process` of a pytest process's JSON (pytest_plugin.process_cost), its `written_at` made
     `end_s`: from writing the JSON to `ended_at` (the wall clock when the process had exited, or pytest
     returned); {} without one."""
-    try:
-        found = json.loads(path.read_text()).get("mlpbench_process")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    if not isinstance(found, dict):
-        return {}
+    from .results import process_info
+
+    found = process_info(path)
     written = found.pop("written_at", None)
     if isinstance(written, (int, float)):
         found["end_s"] = round(max(0.0, ended_at - written), 3)

@@ -178,7 +178,7 @@ class Prepared:
     workload: workloads.Workload
     max_rel_err: float
     input_sets: list[tuple]
-    codegen: dict | None = None  # what Inductor generated, for compiler variants (mlpbench/codegen.py)
+    codegen: dict | None = None  # what Inductor generated, for compiler variants (mlpbench/compile/codegen.py)
 
 
 def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
@@ -186,16 +186,16 @@ def prepare(case: Case, device: str, input_sets: int | None = None) -> Prepared:
 
     The correctness call is the first call, so torch.compile has compiled and autotuned by the time
     this returns: for compiler variants hermetically (empty compiler caches of their own, see
-    mlpbench/codegen.py), and what it generated is recorded. `input_sets` defaults to as many as
+    mlpbench/compile/codegen.py), and what it generated is recorded. `input_sets` defaults to as many as
     device timing needs to keep repeated calls out of L2.
     """
     variant = variant_of(case)
     generated = None
     if variant.compiles:
-        from . import codegen
+        from .compile import codegen
 
         pin, pinned_from = codegen.pins_for(case.id)
-        seed = codegen.seed_for(case.id)  # a worker's compile of it, made ahead (mlpbench/precompile.py)
+        seed = codegen.seed_for(case.id)  # a worker's compile of it, made ahead (mlpbench/compile/precompile.py)
         with codegen.hermetic(pin, seed) as cache:
             before, hits = codegen.snapshot(), codegen.cache_hits()
             wl = workloads.build(case, device)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -343,24 +342,10 @@ def _sources(g: pd.DataFrame) -> list[str]:
     return sorted(set(g["run"])) if "run" in g else []
 
 
-OUTCOMES_SUFFIX = ".outcomes.json"  # older runs kept their outcomes in a file of their own beside the run
-
-
-def outcomes(path) -> list[dict]:
-    """A run's case outcomes ({case, outcome, reason, ...}): the run JSON's `outcomes` list, else
-    those of an outcomes file (`path` itself, or the one beside the run); [] where there are none."""
-    path = Path(path)
-    doc = json.loads(path.read_text())
-    if "outcomes" not in doc and not path.name.endswith(OUTCOMES_SUFFIX):
-        beside = path.with_name(path.stem + OUTCOMES_SUFFIX)
-        doc = json.loads(beside.read_text()) if beside.is_file() else {}
-    return list(doc.get("outcomes") or [])
-
-
 def not_timed(path) -> str:
     """Markdown list of the cases a run did not time (failed or skipped), with their reasons, from
     the run JSON or its outcomes file."""
-    rows = [[o["case"], o["outcome"], o.get("reason") or ""] for o in outcomes(path) if o["outcome"] != "passed"]
+    rows = [[o["case"], o["outcome"], o.get("reason") or ""] for o in results.outcomes(path) if o["outcome"] != "passed"]
     return Table(["case", "outcome", "reason"], rows).markdown() if rows else ""
 
 

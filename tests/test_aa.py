@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlpbench import between_runs
+from mlpbench.judging import between_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("aa", ROOT / "scripts" / "aa.py")

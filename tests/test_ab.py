@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from mlpbench import ab
+from mlpbench.judging import ab
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = "silu_mul/eager/fp32/t64-h448"  # quick tier, eager: its host time is all host path
@@ -149,7 +149,7 @@ def test_a_runs_own_spread_is_pooled_over_its_rounds_with_that_multiple():
 
 
 def test_the_machines_figure_and_the_runs_own_spread_are_pooled_by_their_degrees_of_freedom(tmp_path):
-    from mlpbench import between_runs
+    from mlpbench.judging import between_runs
 
     base = ab.pool([[_record(CASE, r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
     head = ab.pool([[_record(CASE, 9 + r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
@@ -179,7 +179,7 @@ def test_pooled_rounds_shrink_the_between_process_allowance_by_root_k_down_to_th
     assert ab.pooled(0.06, 4) == pytest.approx(0.06 * ab.median_spread(4) / 2)
     # an A/A allowance of 4.5% (one process against one other): a 4% slowdown over 3 rounds a side
     # is found (threshold 4.5% × 1.16 / √3 = 3.0%), over 1 round a side it is not
-    from mlpbench import between_runs
+    from mlpbench.judging import between_runs
 
     def rec(seed, scale):  # rounds of tight device samples (0.2%): the allowance sets the threshold
         return _record(CASE, seed, scale, True) | {"device_time_samples_s": _samples(1e-4 * scale, 20, 0.002, seed)}
@@ -205,7 +205,7 @@ def test_a_runs_own_noise_is_read_from_each_round_not_from_the_rounds_pooled():
     head = ab.pool([[_record(CASE, 9 + r, scale)] for r, scale in enumerate((0.97, 1.0, 1.03))])
     side = base[CASE]
     assert max(side.noise["track_host_time"]) < 0.015
-    from mlpbench import gate
+    from mlpbench.judging import gate
 
     own = ab.between(side, head[CASE], "track_host_time")  # the rounds' offsets, about 9%
     # read from the pooled samples, the within-run term would exceed it and set the threshold
@@ -416,7 +416,7 @@ def test_the_ab_workflow_posts_one_comment_per_pull_request_from_a_gpu_runner():
 
 def test_ab_reads_device_times_spread_within_boxes_not_across_them(tmp_path):
     # base and head run on one box: a step between boxes in the A/A runs must not hide a 10% slowdown
-    from mlpbench import between_runs
+    from mlpbench.judging import between_runs
 
     between_runs.write(between_runs.path_for(tmp_path, "cpu-x"), "cpu-x", [], {
         CASE: {"allowance": 0.5, between_runs.ONE_BOX: {"allowance": 0.01}}})

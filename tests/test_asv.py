@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 from project_copy import ROOT, git, project_repo
 
-from mlpbench import asv_classes, asv_compile, asv_machine, asv_measure, asv_run, asv_suite, asv_tiers, registry
+from mlpbench.asv import (classes as asv_classes,
+                          compile as asv_compile,
+                          machine as asv_machine,
+                          measure as asv_measure,
+                          run as asv_run,
+                          suite as asv_suite,
+                          tiers as asv_tiers)
+from mlpbench import registry
 
 # ASV's benchmark families are the tiers: benchmarks/<tier>.py holds asv_suite.classes(tier).
 BY_TIER = {tier: asv_suite.classes(tier) for tier in registry.TIERS}
@@ -174,7 +181,7 @@ def test_grouped_compile_tax_measures_every_class_in_one_setup_cache_each_readin
     and dynamic compiles of one case id are two probes, and each class reads its own."""
     import contextlib
 
-    from mlpbench.asv_tiers import GROUPED_ENV
+    from mlpbench.asv.tiers import GROUPED_ENV
 
     started = []
     monkeypatch.setattr(asv_compile, "started", lambda specs: started.append(list(specs)) or contextlib.nullcontext())
@@ -238,8 +245,8 @@ def test_benchmarks_json_discovered_here_equals_the_committed_one(tmp_path, grou
     # ASV rewrites results/asv/benchmarks.json from what it discovers; `asv publish` draws only what
     # that file lists. The set is fixed, so a machine without a GPU discovers exactly the committed file;
     # so does `mlpbench asv` (grouped setup_caches), once it has put back each class's own key.
-    from mlpbench import asv_run
-    from mlpbench.asv_tiers import GROUPED_ENV
+    from mlpbench.asv import run as asv_run
+    from mlpbench.asv.tiers import GROUPED_ENV
 
     repo, env = project_repo(tmp_path), _home(tmp_path)
     env = env | {GROUPED_ENV: "1"} if grouped else {k: v for k, v in env.items() if k != GROUPED_ENV}
@@ -418,7 +425,7 @@ def test_progress_says_each_cases_line_while_the_block_runs(monkeypatch):
 
 
 def test_a_setup_cache_process_imports_what_its_own_class_needs_only():
-    from mlpbench.asv_suite import setup_cache_ops
+    from mlpbench.asv.suite import setup_cache_ops
 
     def argv(bench):
         return ["run.py", "setup_cache", "/repo/benchmarks", bench, "{}"]
@@ -436,8 +443,9 @@ def test_a_setup_cache_process_imports_what_its_own_class_needs_only():
 def test_grouped_classes_share_a_setup_cache_per_process_group_of_mlpbench_run(monkeypatch):
     from asv_runner.benchmarks._base import get_setup_cache_key
 
-    from mlpbench import asv_suite, registry, run_suite
-    from mlpbench.asv_tiers import GROUPED_ENV, cases
+    from mlpbench.asv import suite as asv_suite
+    from mlpbench import registry, run_suite
+    from mlpbench.asv.tiers import GROUPED_ENV, cases
 
     def keys():
         return {name: get_setup_cache_key(cls.setup_cache) for name, cls in asv_suite.classes("standard").items()}

@@ -8,7 +8,9 @@ import re
 import pytest
 from project_copy import ROOT
 
-from mlpbench import asv_machine, asv_measure, asv_suite, asv_tiers, cli, gate, registry, runner
+from mlpbench.asv import machine as asv_machine, measure as asv_measure, suite as asv_suite, tiers as asv_tiers
+from mlpbench import cli, registry, runner
+from mlpbench.judging import gate
 from mlpbench.record import METRICS
 
 
@@ -164,7 +166,7 @@ def _history_project(root):
                                    text=True).stdout.strip())
     conf = {"version": 1, "project": "tiny", "project_url": "http://example.invalid/", "repo": ".",
             "branches": ["main"], "environment_type": "existing", "results_dir": "results", "html_dir": "html",
-            "plugins": [".mlpbench.asv_regressions"]}
+            "plugins": [".mlpbench.asv.regressions"]}
     conf["regressions_first_commits"] = _conf()["regressions_first_commits"]
     (proj / "asv.conf.json").write_text(json.dumps(conf))
     params = [["'eager'"], ["'bf16'"], ["'t8192-d768-h3072'"]]
@@ -236,7 +238,7 @@ def test_the_plugin_reads_versions_in_the_environment_and_stops_on_a_mismatch():
     ran = {"torch": "9.9.9+cpu", "python": "3.11"}
     assert asv_machine._environment_versions(Env(out="noise\n" + json.dumps(ran) + "\n")) == ran
     with pytest.raises(asv_machine.EnvironmentMismatch, match="promises torch 9.9.9"):
-        asv_machine._environment_versions(Env(error="Traceback ...\nmlpbench.asv_machine.EnvironmentMismatch: "
+        asv_machine._environment_versions(Env(error="Traceback ...\nmlpbench.asv.machine.EnvironmentMismatch: "
                                                     "ASV environment 'x' promises torch 9.9.9, but torch 2.14.1"))
     with pytest.raises(RuntimeError, match="could not read the versions"):
         asv_machine._environment_versions(Env(error="ModuleNotFoundError: No module named 'mlpbench'"))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from mlpbench import asv_dashboard, asv_offline
-from mlpbench.asv_offline import ASSETS, AssetError, find_remote_refs, vendor_assets
+from mlpbench.asv import dashboard as asv_dashboard, offline as asv_offline
+from mlpbench.asv.offline import ASSETS, AssetError, find_remote_refs, vendor_assets
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def asv_project(tmp_path_factory):
             "repo": ".", "branches": ["HEAD"], "environment_type": "existing",
             "benchmark_dir": "benchmarks", "results_dir": "results", "html_dir": "html"}
     (proj / "asv.conf.json").write_text(json.dumps(conf))
-    (proj / "asv_plugin.conf.json").write_text(json.dumps({**conf, "plugins": [".mlpbench.asv_offline"]}))
+    (proj / "asv_plugin.conf.json").write_text(json.dumps({**conf, "plugins": [".mlpbench.asv.offline"]}))
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
     _run(git + ["init", "-q"], proj, env)
     asv = [sys.executable, "-m", "asv"]
@@ -164,10 +164,10 @@ def test_corrupt_cache_entry_is_rejected(tmp_path):
 
 
 def test_the_fetcher_runs_where_torch_is_not_installed(tmp_path):
-    """`python -m mlpbench.asv_offline fetch` is run where the npm registry is reachable, which need
+    """`python -m mlpbench.asv.offline fetch` is run where the npm registry is reachable, which need
     not be a box with torch: importing the package must not need it."""
     code = ("import runpy, sys; sys.modules['torch'] = None; sys.argv = ['asv_offline', 'check', sys.argv[1]]; "
-            "runpy.run_module('mlpbench.asv_offline', run_name='__main__')")
+            "runpy.run_module('mlpbench.asv.offline', run_name='__main__')")
     (tmp_path / "index.html").write_text("<!doctype html><title>local only</title>")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
@@ -193,7 +193,7 @@ def fabricated_project(root: Path) -> Path:
     sha = _run(git + ["rev-parse", "HEAD"], proj).stdout.strip()
     conf = {"version": 1, "project": "tiny", "project_url": "http://example.invalid/", "repo": ".",
             "branches": ["HEAD"], "environment_type": "existing", "results_dir": "results", "html_dir": "html",
-            "plugins": [".mlpbench.asv_offline"]}
+            "plugins": [".mlpbench.asv.offline"]}
     (proj / "asv.conf.json").write_text(json.dumps(conf))
     params = [["'eager'", "'compiled'", "'ours'"], ["'fp32'", "'bf16'"]]
     bench = {"code": "def track(): pass", "param_names": ["variant", "dtype"], "params": params,
@@ -291,7 +291,7 @@ def test_the_plugin_wraps_asvs_publish_once_however_often_it_is_imported():
 
     asv_offline.setup()
     wrapped = Publish.run.__func__
-    spec = importlib.util.spec_from_file_location("mlpbench.asv_offline_again", asv_offline.__file__)
+    spec = importlib.util.spec_from_file_location("mlpbench.asv.offline_again", asv_offline.__file__)
     again = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(again)
     again.setup()

@@ -1,4 +1,4 @@
-"""Every GPU of a box for one `asv run` (mlpbench/asv_parallel.py), on a CPU with fake devices: the
+"""Every GPU of a box for one `asv run` (mlpbench/asv/parallel.py), on a CPU with fake devices: the
 split keeps an op's classes together and selects each benchmark once; part result files merge into the
 one ASV file per commit; one real run of two parts is accepted by `asv publish`."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from project_copy import project_repo
 
-from mlpbench import asv_machine, asv_offline, asv_parallel, asv_suite, registry
+from mlpbench.asv import machine as asv_machine, offline as asv_offline, parallel as asv_parallel, suite as asv_suite
+from mlpbench import registry
 
 NAMES = [(f"{tier}.{cls_name}", f"{tier}.{cls_name}.{m}({', '.join(repr(v) for v in values)})")
          for tier in registry.TIERS for cls_name, cls in asv_suite.classes(tier).items()

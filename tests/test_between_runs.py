@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from mlpbench import between_runs, gate
+from mlpbench.judging import between_runs, gate
 from tests.test_gate import A, B, _check, _write
 
 CASE = "gelu_mul/ours/bf16/t8192-h3072"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from fixture_builders import device_times, pytest_record, pytest_run
-from mlpbench import cli, gate, registry
+from mlpbench import cli, registry
+from mlpbench.judging import gate
 
 ROOT = Path(__file__).resolve().parent.parent
 MEDIANS = {"gelu_mul/ours/bf16/t8192-h3072": 36.5e-6, "mlp/eager/bf16/t8192-d768-h3072": 220e-6}
@@ -206,7 +207,7 @@ def test_why_no_case_names_a_combination_no_case_has():
 def test_ab_names_the_tier_too():
     from types import SimpleNamespace
 
-    from mlpbench import ab
+    from mlpbench.judging import ab
 
     args = SimpleNamespace(op=None, variant=None, dtype=None, shape=["t8192-d768-h3072"])
     with pytest.raises(ab.ABInputError, match="^at base: the selection matches no case of tier quick: shape "

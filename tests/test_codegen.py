@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from mlpbench import codegen, codegen_record, registry, runner
+from mlpbench.compile import codegen, codegen_record
+from mlpbench import registry, runner
 
 
 def _fake_kernel(name, block, warps, src="def k(): pass", state="miss"):

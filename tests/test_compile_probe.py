@@ -2,7 +2,7 @@
 
 import pytest
 
-from mlpbench.compile_probe import TOKEN_SEQUENCE, probe
+from mlpbench.compile.compile_probe import TOKEN_SEQUENCE, probe
 
 
 def test_changing_shapes_runs_every_token_count_and_sums_them():
@@ -31,7 +31,7 @@ def test_probe_refuses_a_case_that_does_not_compile():
 def test_probes_started_ahead_wait_until_all_are_ready_then_run_one_at_a_time():
     import time
 
-    from mlpbench import compile_probe
+    from mlpbench.compile import compile_probe
 
     seq = ("gelu_mul/eager/fp32/t333-h3000", False, True)
     bad = ("gelu_mul/eager/fp32/t333-h3000", False, False)  # not compiled: fails before it is ready

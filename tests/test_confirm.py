@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from mlpbench import confirm, gate, nightly
+from mlpbench.judging import confirm, gate
+from mlpbench import nightly
 from mlpbench.results import Point
 
 A = "linear/eager/fp32/t1024-i32-o64"  # reproduces on this box
@@ -149,7 +150,7 @@ def test_no_confirm_fails_on_the_gate_alone(tmp_path, monkeypatch):
 
 
 def test_the_regressions_page_drops_box_noise(tmp_path, monkeypatch):
-    from mlpbench import asv_regressions
+    from mlpbench.asv import regressions as asv_regressions
 
     results = tmp_path / "results"
     confirm.save(results, MACHINE, "h" * 40, [confirm.Confirmation("standard.LinearDevice.track_device_time", B,
@@ -165,7 +166,7 @@ def test_the_regressions_page_drops_box_noise(tmp_path, monkeypatch):
 def test_the_ab_measurer_measures_exactly_the_flagged_cases(tmp_path, monkeypatch):
     """ab_measurer with ab's worktrees and processes stood in for: one selection per op and dtype with
     its flagged variants and shapes (rounds are shared), each target answered by its own metric's row."""
-    from mlpbench import ab
+    from mlpbench.judging import ab
 
     other, third = "gelu_mul/eager/fp32/t333-h3000", "gelu_mul/eager/fp32/t8192-h3072"
     fourth = "linear/compiled/bf16/t1024-i32-o64"  # another variant of A's op and dtype: A's selection
@@ -202,7 +203,7 @@ def test_a_regression_ab_does_not_rule_out_is_inconclusive_and_still_fails(tmp_p
 
 def test_an_unjudged_metric_is_not_answered_by_another_metrics_row(tmp_path, monkeypatch):
     """Only a case-level row (metric "—") answers for every metric of its case."""
-    from mlpbench import ab
+    from mlpbench.judging import ab
 
     monkeypatch.setattr(ab, "resolve", lambda repo, rev: rev)
     monkeypatch.setattr(ab, "measure", lambda *a: {"base": {}, "head": {}})
@@ -220,7 +221,7 @@ def test_an_unjudged_metric_is_not_answered_by_another_metrics_row(tmp_path, mon
 def test_peak_memory_that_identical_code_moved_between_processes_is_box_noise(tmp_path):
     """A night's peak memory can differ from another process's for identical code; counted again per
     round on this box (ab.COUNTED), equal rounds clear it and a real rise confirms it."""
-    from mlpbench import ab
+    from mlpbench.judging import ab
 
     shas = _history(tmp_path / "repo", 1)
 

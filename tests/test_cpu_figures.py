@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlpbench import asv_measure, runner, tables
+from mlpbench.asv import measure as asv_measure
+from mlpbench import runner, tables
 
 # On a GPU the thread count is left as it is (runner.measuring_threads): these check the CPU's rule.
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU run; this machine has a GPU")

@@ -10,7 +10,8 @@ import pytest
 from fixture_builders import pytest_record, pytest_run
 from report_fixtures import BOX, CPU, NEW, OLD, SKIPPED, build
 
-from mlpbench import asv_dashboard, pages, report, tables
+from mlpbench.asv import dashboard as asv_dashboard
+from mlpbench import pages, report, tables
 
 MARK = f"({tables.DIRTY})"
 DIRTY_RUN, CLEAN_RUN = f"results/pytest/{BOX}/{OLD}", f"results/pytest/{BOX}/{NEW}"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from project_copy import git, project_repo
 
-from mlpbench import asv_offline
+from mlpbench.asv import offline as asv_offline
 
 WORKFLOW = Path(__file__).resolve().parent.parent / ".github" / "workflows" / "nightly.yml"
 # One benchmark of the quick family, through ASV's own --bench (its setup_cache compiles once).

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fixture_builders import device_times
-from mlpbench import gate
+from mlpbench.judging import gate
 
 ROOT = Path(__file__).resolve().parent.parent
 COLS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a", "stats_ci_99_b",
@@ -202,7 +202,7 @@ def test_runs_of_identical_code_show_no_device_regression(aa_history):
 
 
 def test_detection_trials_find_planted_slowdowns_on_quiet_samples():
-    from mlpbench import detection
+    from mlpbench.judging import detection
 
     rng = np.random.default_rng(0)
     samples = {"gelu_mul/ours/bf16/t8192-h3072": list(36.5e-6 * (1 + 0.001 * rng.standard_normal(20)))}
@@ -282,7 +282,7 @@ def test_compiled_cases_have_the_higher_floor():
 
 
 def test_between_run_trials_use_one_run_as_base_and_the_other_as_head():
-    from mlpbench import detection
+    from mlpbench.judging import detection
 
     rng = np.random.default_rng(1)
     run1 = {"gelu_mul/ours/bf16/t8192-h3072": list(36.5e-6 * (1 + 0.001 * rng.standard_normal(20)))}
@@ -333,7 +333,7 @@ def _kernel(block, source="src-a"):
     (_kernel(512, source="src-b"), "regression", 1),          # the commit changed what Inductor compiles
 ])
 def test_a_compiled_case_that_moved_with_its_generated_code_is_attributed(tmp_path, head_kernel, verdict, exit_code):
-    from mlpbench import codegen_record
+    from mlpbench.compile import codegen_record
 
     base = {"kernels": [_kernel(1024)], "settings": {"max_autotune": False}, "mode": "default", "fingerprint": 11}
     head = {"kernels": [head_kernel], "settings": {"max_autotune": False}, "mode": "default", "fingerprint": 22}

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlpbench import between_runs, gate
+from mlpbench.judging import between_runs, gate
 from mlpbench.record import METRICS, NAMES, Record
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from mlpbench import asv_suite, asv_tiers, registry, runner
+from mlpbench.asv import suite as asv_suite, tiers as asv_tiers
+from mlpbench import registry, runner
 from mlpbench.ops import _model, gemma_model, llama_model
 
 MODEL_OPS = {"llama_model": llama_model, "gemma_model": gemma_model}

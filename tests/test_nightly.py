@@ -141,10 +141,10 @@ def test_the_nightly_states_its_wall_time_and_keeps_it_per_machine(tmp_path, mon
 
 
 def test_an_unreadable_history_costs_the_comparison_only(tmp_path):
-    from mlpbench import nightly
+    from mlpbench import results
 
     path = tmp_path / "cibox.json"
     path.write_text("{not json")
     with pytest.warns(UserWarning, match="not a readable nightly history"):
-        assert nightly.load_history(path) == []
-    assert nightly.load_history(tmp_path / "missing.json") == []
+        assert results.nightly_history(path) == []
+    assert results.nightly_history(tmp_path / "missing.json") == []

@@ -85,7 +85,7 @@ def test_importing_mlpbench_leaves_the_environment_alone_and_its_entry_points_pr
     # interpret_triton_without_gpu(), which the entry points call, never by an import.
     code = ("import os, sys; before = dict(os.environ)\n"
             "import mlpbench, mlpbench.registry, mlpbench.workloads, mlpbench.runner\n"
-            "import mlpbench.asv_suite, mlpbench.asv_skips, mlpbench.cli\n"
+            "import mlpbench.asv.suite, mlpbench.asv.skips, mlpbench.cli\n"
             "changed = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}\n"
             "assert not changed, changed\n"
             "from mlpbench import environment\n"

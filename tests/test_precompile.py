@@ -1,11 +1,12 @@
-"""First calls ahead of timing (mlpbench/precompile.py) and the ceilings a run's processes share."""
+"""First calls ahead of timing (mlpbench/compile/precompile.py) and the ceilings a run's processes share."""
 
 import json
 import os
 
 import pytest
 
-from mlpbench import cli, precompile, registry
+from mlpbench import cli, registry
+from mlpbench.compile import precompile
 from mlpbench.pytest_plugin import CEILINGS_ENV, shared_ceilings
 from mlpbench.timing import CEILINGS_VERSION
 

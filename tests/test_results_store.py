@@ -183,14 +183,14 @@ def test_store_pushes_nowhere_without_a_named_remote(tmp_path):
 
 
 def _write_codegen(clone: Path, *fingerprints: int) -> None:
-    from mlpbench import codegen_record
+    from mlpbench.compile import codegen_record
 
     for fp in fingerprints:
         codegen_record.store({"fingerprint": fp, "kernels": [], "settings": {}, "mode": "default"}, clone / "results")
 
 
 def test_every_machines_codegen_records_end_up_in_the_one_file_on_the_branch(tmp_path):
-    from mlpbench import codegen_record
+    from mlpbench.compile import codegen_record
 
     origin = _origin(tmp_path)
     first, second = _clone(origin, tmp_path / "h200"), _clone(origin, tmp_path / "h100")

@@ -4,7 +4,8 @@ the top of the fleet summary and of the dashboard, on fabricated ASV result file
 import datetime as dt
 import json
 
-from mlpbench import asv_dashboard, fleet
+from mlpbench.asv import dashboard as asv_dashboard
+from mlpbench import fleet
 
 NOW = dt.datetime(2026, 12, 3, 6, 0, tzinfo=dt.timezone.utc)
 

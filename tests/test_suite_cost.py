@@ -54,7 +54,7 @@ def test_a_run_records_each_cases_phases_and_its_own_wall_time(tmp_path):
 
 
 def test_asv_cache_entries_carry_the_same_phase_fields():
-    from mlpbench import asv_measure
+    from mlpbench.asv import measure as asv_measure
 
     entry = asv_measure.measure_case("gelu_mul/eager/fp32/t333-h3000")
     _check_phases(entry)
@@ -201,7 +201,7 @@ def test_processes_in_turn_start_at_once_and_measure_one_after_the_other(tmp_pat
 def test_a_process_waits_for_its_turn(tmp_path, monkeypatch):
     import threading
 
-    from mlpbench import precompile
+    from mlpbench.compile import precompile
 
     turn = tmp_path / "turn1"
     threading.Timer(0.3, turn.touch).start()

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from mlpbench import tables
+from mlpbench import results, tables
 
 
 def _df(host_by_tokens):
@@ -146,7 +146,7 @@ def test_outcomes_are_read_from_the_run_json_or_an_old_outcomes_file(tmp_path, l
         if layout == "beside the run":
             run.write_text(json.dumps(doc))
         path = run if layout == "beside the run" else beside
-    assert tables.outcomes(path) == OUTCOMES
+    assert results.outcomes(path) == OUTCOMES
     text = tables.not_timed(path)
     assert "| gelu_mul/liger/bf16/t8-h8 | skipped | Liger needs a GPU |" in text and "eager" not in text
 
@@ -154,7 +154,7 @@ def test_outcomes_are_read_from_the_run_json_or_an_old_outcomes_file(tmp_path, l
 def test_a_run_without_outcomes_has_none(tmp_path):
     run = tmp_path / "run.json"
     run.write_text(json.dumps({"benchmarks": []}))
-    assert tables.outcomes(run) == [] and tables.not_timed(run) == ""
+    assert results.outcomes(run) == [] and tables.not_timed(run) == ""
 
 
 def test_one_table_renders_as_markdown_html_and_csv():

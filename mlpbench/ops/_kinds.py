@@ -33,7 +33,7 @@ def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, only
              **compile_kwargs) -> Variant:
     """torch.compile of the eager base (Inductor), specialised to the case's static shape as in the blog.
 
-    Built, compiled and autotuned hermetically (mlpbench/codegen.py) by the runner."""
+    Built, compiled and autotuned hermetically (mlpbench/compile/codegen.py) by the runner."""
     mode = compile_kwargs.get("mode")
 
     def make(base, device, dynamic: bool = False, **_):

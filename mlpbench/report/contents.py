@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from .. import fleet, gate, registry, tables
+from .. import fleet, registry, tables
+from ..judging import gate
 from ..ops import ROLES
 from .costs import (COST_NOTE, case_costs, nightly_cost_table, process_cost_table, run_cost_table,
                     slowest_cases_table)

@@ -66,7 +66,7 @@ def run_cost_table(data: Loaded, costs: pd.DataFrame | None = None) -> tables.Ta
         if total is None and g is None:
             continue
         in_cases = 0.0 if g is None else float(g["wall_s"].sum())
-        # the first calls that worker processes made before any case was timed (mlpbench/precompile.py)
+        # the first calls that worker processes made before any case was timed (mlpbench/compile/precompile.py)
         ahead = sum(p.get("wall_s", 0.0) for p in data.run_walls.get(name, {}).get("parts", [])
                     if str(p.get("part", "")).startswith("precompile"))
         phases = [_share(0.0 if g is None else float(g[k].sum()), total) for k in PHASE_COLUMNS]

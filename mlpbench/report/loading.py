@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import warnings
 from pathlib import Path
 
@@ -16,7 +15,8 @@ import pandas as pd
 
 from .. import tables
 from ..record import NAMES
-from ..results import PytestRun, Point, asv_points, pytest_files, pytest_runs
+from ..results import (OUTCOMES_SUFFIX, PytestRun, Point, asv_points, nightly_history, outcomes, pytest_files,
+                       pytest_runs, run_extras)
 
 # The record fields (mlpbench/record.py) that reach report.csv from pytest-benchmark records, each
 # with the column holding the IQR of its samples (tables.frame), where it has samples.
@@ -90,7 +90,7 @@ def load(results: Path) -> Loaded:
     results = Path(results)
     runs = pytest_runs(pytest_files(results))
     records = tables.frame(runs)
-    beyond = {label(r.path, results): _beyond_records(r.path) for r in runs}
+    beyond = {label(r.path, results): run_extras(r.path) for r in runs}
     dirty = {name for name, (_, is_dirty) in beyond.items() if is_dirty}
     if not records.empty:
         records["run"] = [label(Path(f), results) for f in records["file"]]
@@ -105,13 +105,12 @@ def load(results: Path) -> Loaded:
 def nights(results: Path) -> list[dict]:
     """Every night that `mlpbench nightly` kept in results/nightly/<machine>.json, with its `machine`
     and `file`, oldest first per machine."""
-    from ..nightly import load_history
 
     out = []
     for path in sorted((results / "nightly").glob("*.json")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an unreadable history: no nights, as for the nightly itself
-            found = load_history(path)
+            found = nightly_history(path)
         out += [n | {"machine": path.stem, "file": label(path, results)} for n in found]
     return out
 
@@ -121,11 +120,11 @@ def loaded(results: Path | Loaded) -> Loaded:
 
 
 def _outcomes(results: Path, runs: list[PytestRun]) -> pd.DataFrame:
-    """Each run's case outcomes (tables.outcomes), and those of runs that timed nothing (an outcomes
+    """Each run's case outcomes (results.outcomes), and those of runs that timed nothing (an outcomes
     file alone, in its machine's folder)."""
     found = [(r.path, r.machine, r.datetime) for r in runs]
-    alone = [p for p in sorted((results / "pytest").rglob("*" + tables.OUTCOMES_SUFFIX))
-             if not p.name.startswith(".") and not p.with_name(p.name.removesuffix(tables.OUTCOMES_SUFFIX) + ".json").is_file()]
+    alone = [p for p in sorted((results / "pytest").rglob("*" + OUTCOMES_SUFFIX))
+             if not p.name.startswith(".") and not p.with_name(p.name.removesuffix(OUTCOMES_SUFFIX) + ".json").is_file()]
     for p in alone:
         try:  # named like a run: a UTC stamp first
             when = dt.datetime.strptime(p.name[:16], "%Y%m%dT%H%M%SZ").isoformat()
@@ -135,7 +134,7 @@ def _outcomes(results: Path, runs: list[PytestRun]) -> pd.DataFrame:
     rows = []
     for path, machine, when in found:
         try:
-            read = tables.outcomes(path)
+            read = outcomes(path)
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             warnings.warn(f"skipping the outcomes of {path}: not readable ({exc})", stacklevel=2)
             continue
@@ -175,15 +174,3 @@ def _measurements(results: Path, wide: pd.DataFrame, points: list[tuple[Path, Po
                      "dirty_tree": None})
     return pd.DataFrame(rows, columns=MEASUREMENT_COLUMNS)
 
-
-def _beyond_records(path: Path) -> tuple[dict, bool]:
-    """What a run file holds beside its records, read in one pass: its `mlpbench_run` ({wall_s, parts};
-    {} where it has none), and whether pytest-benchmark found the working tree dirty (its
-    `commit_info.dirty`; False where it says nothing). ({}, False) for a file that cannot be read."""
-    try:
-        doc = json.loads(Path(path).read_text())
-        found, info = doc.get("mlpbench_run"), doc.get("commit_info") or {}
-        dirty = info.get("dirty") is True
-    except (OSError, ValueError, AttributeError):
-        return {}, False
-    return (found if isinstance(found, dict) and isinstance(found.get("wall_s"), (int, float)) else {}), dirty

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import expectations, gate, registry, tables
+from .. import expectations, registry, tables
+from ..judging import gate
 from ..ops import ELEMENT_SIZE
 from ..record import METRICS
 from ..results import Point

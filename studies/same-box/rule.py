@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from mlpbench import ab, between_runs  # noqa: E402
+from mlpbench.judging import ab, between_runs  # noqa: E402
 
 CASE = "mlp/eager/bf16/t8192-d768-h3072"
 MACHINE = "rule"

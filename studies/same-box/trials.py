@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from mlpbench import ab  # noqa: E402
+from mlpbench.judging import ab  # noqa: E402
 
 SLOWER = ("regression", "slower (not gated)")  # the gated verdict, and the listed one of the paired ratio
 

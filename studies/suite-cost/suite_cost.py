@@ -84,7 +84,7 @@ ONE = """
 import json, sys
 from mlpbench import environment
 environment.prepare()
-from mlpbench.asv_compile import compile_classes
+from mlpbench.asv.compile import compile_classes
 cls = compile_classes("standard")[sys.argv[1]]
 print("RESULT " + json.dumps(cls().setup_cache()))
 """

@@ -47,12 +47,13 @@ Importing this module imports no torch.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from .. import results
 
 FOLDER = "between-runs"  # under the results root, beside asv/ and codegen/
 MULTIPLE = 3.0
@@ -69,7 +70,7 @@ ONE_BOX = "one_box"  # a case's entry for device time's spread within boxes
 # The repository's own results folder: where a machine's noise is found when the results being read
 # are a copy elsewhere (a CI artifact, another checkout's results/asv) with no between-runs/ beside them.
 # MLPBENCH_OWN_RESULTS names another (the tests name an empty one: they never read the checkout's).
-OWN_RESULTS = Path(__file__).resolve().parents[1] / "results"
+OWN_RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def _own_results() -> Path:
@@ -98,14 +99,6 @@ def missing_line(machine: str, results_root: Path | None) -> str:
     shown = " or ".join(dict.fromkeys(str(p) for p in places))
     return (f"no between-run noise for {machine} ({shown or 'none given'} not found): its thresholds are the floors and "
             "within-run noise alone; scripts/aa.py --between writes one")
-
-
-def records(path: Path) -> dict[str, dict]:
-    """{case id: record extra_info} of one run file (a pytest-benchmark document the suite wrote),
-    for the cases with device-time samples."""
-    doc = json.loads(Path(path).read_text())
-    return {b["extra_info"]["case"]: b["extra_info"] for b in doc["benchmarks"]
-            if "device_time_samples_s" in b.get("extra_info", {})}
 
 
 def _spread(medians: list[float]) -> dict:
@@ -198,7 +191,7 @@ def inherit(measured: dict[str, dict], reference: dict[str, float]) -> dict[str,
 
 
 def write(path: Path, machine: str, sources: list[str], cases: dict[str, dict], reference: str | None = None) -> None:
-    from .atomic import write_json
+    from ..atomic import write_json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, {
@@ -254,10 +247,8 @@ def _entries(results_root: Path | None, machine: str, figure: str, one_box: bool
     if path is None:
         return {}
     try:
-        doc = json.loads(path.read_text())
+        doc = results.between_runs_doc(path, VERSIONS)
         version = doc.get("version", 1)
-        if version not in VERSIONS:
-            raise ValueError(f"format version {version!r}, this reader knows {', '.join(map(str, VERSIONS))}")
         def pick(e):
             if figure == HOST:
                 return e.get(HOST_ENTRY) or {}

@@ -59,8 +59,8 @@ def groups(bench_regex: str) -> list[tuple[list[str], int, bool]]:
     benchmark of its classes: [(classes, weight, whole)], in registry order."""
     from asv_runner.benchmarks._base import get_setup_cache_key
 
-    from . import registry
-    from .asv_suite import classes
+    from .. import registry
+    from .suite import classes
 
     rx = re.compile(bench_regex)
     by_key: dict[str, list] = {}
@@ -219,7 +219,7 @@ def record(cmd: list[str], repo: Path, n: int, say=print) -> int:
     machine, commit = _arg(cmd, "--machine"), _arg(cmd, "--set-commit-hash")
     # Every part's ASV loads the machine file and refreshes a stale entry in it: refreshed once here,
     # no two parts write it at once.
-    from .asv_machine import register
+    from .machine import register
 
     register(machine)
     results_dir = (repo / conf.get("results_dir", "results")).resolve()
@@ -243,7 +243,7 @@ def record(cmd: list[str], repo: Path, n: int, say=print) -> int:
             part_cmd = [*cmd[:at], "--config", str(config), *cmd[at:]]
             part_cmd[part_cmd.index("--bench") + 1] = part_bench
             device = _device(k)
-            from .asv_run import shown
+            from .run import shown
 
             say(f"record part {k + 1}/{len(benches)} on GPU {device}: {shown([part_bench])}")
             proc = subprocess.Popen(part_cmd, cwd=repo, env=os.environ | {"CUDA_VISIBLE_DEVICES": device},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from . import registry, runner
+from .. import registry, runner
 
 # The tier of CPU-sized shapes: on a CPU only its shapes are measured, its compile probes in fp32.
 CPU_TIER = "quick"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import re
 
-from . import registry
-from .asv_suite import classes
+from .. import registry
+from .suite import classes
 
 
 def skip_reasons(tiers=registry.TIERS, bench: str | None = None):

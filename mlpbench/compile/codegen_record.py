@@ -1,5 +1,5 @@
 """The codegen record as the gate reads it: its fingerprint, where records are kept and what changed
-between two, in words. mlpbench/codegen.py makes the records; this module needs neither torch nor
+between two, in words. mlpbench/compile/codegen.py makes the records; this module needs neither torch nor
 Inductor.
 
 Every record of a results root lives in one file, results/codegen.json: {"version": 1, "records":
@@ -100,7 +100,7 @@ def _locked(folder: Path):
 def store(codegen: dict, results: Path) -> Path:
     """Add `codegen` to results/codegen.json under its fingerprint (content-addressed: storing twice is
     harmless), merged with the records there, written atomically. Returns the file's path."""
-    from .atomic import publish, temp_path
+    from ..atomic import publish, temp_path
 
     path = path_for(results)
     path.parent.mkdir(parents=True, exist_ok=True)

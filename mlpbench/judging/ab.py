@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import registry
+from .. import registry
 
 # (column name, ASV method the gate knows it by, record field holding its samples). The gate, numpy
 # and pandas are imported where used: the command line imports this module to parse.
@@ -147,7 +147,7 @@ def _robust_cv(samples: list[float]) -> float | None:
 
 
 def _point(case: str, method: str, side: Side, commit: str):
-    from .results import Point
+    from ..results import Point
 
     info, samples = side.info, side.samples[method]
     return Point(side.machine, commit, 0, f"ab.{method}", case, "ab", float(sorted(samples)[len(samples) // 2]),
@@ -157,7 +157,7 @@ def _point(case: str, method: str, side: Side, commit: str):
 
 def _counted(case: str, method: str, side: Side, commit: str):
     """A COUNTED metric's point: the median of the rounds' values, no samples (the gate's threshold alone)."""
-    from .results import Point
+    from ..results import Point
 
     info = side.info
     return Point(side.machine, commit, 0, f"ab.{method}", case, "ab", float(statistics.median(side.counts[method])),
@@ -260,8 +260,9 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
           results_root: Path | None = None, codegen_root: Path | None = None) -> list[dict]:
     """One row per case and metric: the case id, the metric's name and gate.judge's verdict on the
     pooled samples, as a dict (gate.Verdict's fields). `results_root`: where between-runs/ is read."""
-    from . import between_runs, codegen_record, gate
-    from .results import Point
+    from . import between_runs, gate
+    from ..compile import codegen_record
+    from ..results import Point
 
     rows = []
     verdicts, bpts, hpts = [], [], []
@@ -437,13 +438,11 @@ def _measure(tree: Path, out: Path, tier: str, args) -> tuple[int, str]:
 
 def _read(out: Path) -> tuple[list[dict], list[dict], str]:
     """A round's records, outcomes and machine from the files `mlpbench run` wrote under `out`."""
-    from .results import pytest_runs
+    from ..results import own_outcomes, pytest_runs
 
     files = sorted(p for p in out.rglob("*.json") if not p.name.startswith("."))
-    records, outcomes, machine = [], [], "unknown"
-    for path in files:
-        doc = json.loads(path.read_text())
-        outcomes += doc.get("outcomes", [])
+    records, machine = [], "unknown"
+    outcomes = own_outcomes(files)
     for run in pytest_runs([p for p in files if not p.name.endswith(".outcomes.json")]):
         machine = run.machine
         records += [b.get("extra_info", {}) for b in run.benchmarks if "case" in b.get("extra_info", {})]
@@ -451,7 +450,7 @@ def _read(out: Path) -> tuple[list[dict], list[dict], str]:
 
 
 def _default_tier() -> str:
-    from .runner import default_device
+    from ..runner import default_device
 
     return "standard" if default_device() == "cuda" else "quick"
 

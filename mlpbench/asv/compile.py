@@ -1,4 +1,4 @@
-"""The compile tax as ASV classes of a tier's family, timed by mlpbench/compile_probe.py in fresh processes.
+"""The compile tax as ASV classes of a tier's family, timed by mlpbench/compile/compile_probe.py in fresh processes.
 
 `CompileTime` (cold compile, recompile for a new token count), `CompileTimeDynamic` (the MLP with
 dynamic=True) and `ChangingShapes` (the MLP over ten token counts in a row, compilation included,
@@ -13,11 +13,11 @@ import os
 import sys
 from typing import Callable
 
-from . import registry, runner
-from .asv_classes import VERSION, own_cache_key
-from .asv_measure import each, entry
-from .asv_tiers import CPU_TIER, GROUPED_ENV, cases, reason_not_here
-from .compile_probe import probe, started
+from .. import registry, runner
+from .classes import VERSION, own_cache_key
+from .measure import each, entry
+from .tiers import CPU_TIER, GROUPED_ENV, cases, reason_not_here
+from ..compile.compile_probe import probe, started
 
 # The compile-tax classes, and the name of the setup_cache they share when grouped (compile_classes).
 CLASSES = ("CompileTime", "CompileTimeDynamic", "ChangingShapes")
@@ -147,7 +147,7 @@ def measure_probes(tier: str, members: list[_Probes]) -> dict:
     that can run here are started ahead, all at once (compile_probe.started): each imports torch and the
     suite, builds its case and warms the device beside the others, and only then is the first probe
     timed, one at a time, every other process idle."""
-    from .precompile import wait_for_ahead
+    from ..compile.precompile import wait_for_ahead
 
     label = f"{tier}.{'+'.join(m.name for m in members)}"
     # first calls made ahead of this run hold the CPU: no probe starts before they are done

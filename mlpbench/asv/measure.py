@@ -15,15 +15,16 @@ import sys
 import time
 from pathlib import Path
 
-from . import codegen_record, registry, runner, timing
-from .asv_tiers import CASES_ENV, reason_not_here
+from ..compile import codegen_record
+from .. import registry, runner, timing
+from .tiers import CASES_ENV, reason_not_here
 
 
 def each(ids: list[str], label: str, measure) -> dict:
     """`measure(id)` for every id, as a setup_cache returns it: a case that cannot run maps to
     {"skip": reason} (it raised NotImplementedError), one that failed to {"error": ...}, and the
     other cases still run. Progress goes to stderr (`asv run --show-stderr`)."""
-    from . import precompile
+    from ..compile import precompile
 
     # first calls that worker processes make ahead of this run must be done before anything is timed
     precompile.wait_for_ahead(say=lambda m: print(f"[{label}] {m}", file=sys.stderr, flush=True))

@@ -58,7 +58,7 @@ def _cpu_model() -> str:
 
 
 def machine_entry(name: str | None = None) -> dict:
-    from .envinfo import environment, machine_slug
+    from ..envinfo import environment, machine_slug
 
     env = environment()
     if env["device"] == "cuda":
@@ -103,14 +103,14 @@ def running_versions() -> dict:
     """The series keys as this interpreter imports them, and its Python version (major.minor)."""
     import torch
 
-    from .envinfo import environment
+    from ..envinfo import environment
 
     check_environment_name(os.environ.get("ASV_ENV_NAME"), torch.__version__)
     env = environment()
     return {k: str(env[k]) for k in SPLIT_KEYS} | {"python": ".".join(platform.python_version_tuple()[:2])}
 
 
-_RUNNING_VERSIONS = "import json; from mlpbench.asv_machine import running_versions as v; print(json.dumps(v()))"
+_RUNNING_VERSIONS = "import json; from mlpbench.asv.machine import running_versions as v; print(json.dumps(v()))"
 
 
 def _environment_versions(env) -> dict:
@@ -149,7 +149,7 @@ def setup() -> None:
     from asv import machine as asv_machine
     from asv.commands import machine as machine_command
 
-    from .envinfo import machine_slug
+    from ..envinfo import machine_slug
 
     cls = asv_machine.Machine
     if getattr(cls, "_mlpbench", False):

@@ -1,6 +1,6 @@
 """Make an ``asv publish`` dashboard open on data, with readable graphs.
 
-Applied by the publish plugin (mlpbench/asv_offline.py) to the freshly built folder, before it
+Applied by the publish plugin (mlpbench/asv/offline.py) to the freshly built folder, before it
 replaces the published one:
 
 - benchmarks with no data point on any machine leave index.json, so the grid and the sidebar list
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 SCRIPT = "asv_dashboard.js"
-STATIC = Path(__file__).with_name("static")  # package data (pyproject.toml)
+STATIC = Path(__file__).parent.parent / "static"  # package data (pyproject.toml)
 STALE = "mlpbench-stale.json"  # the stale machines' lines, noted during `asv publish` (note_stale)
 BANNER_ID = "mlpbench-stale"
 PORTABILITY = "portability.html"  # the cross-GPU table, beside index.html (note_portability)
@@ -143,7 +143,8 @@ def note_portability(html_dir: Path, results_root: Path) -> str:
     have pytest runs (nothing is written then)."""
     import html
 
-    from . import fleet, gate, report, tables
+    from .. import fleet, report, tables
+    from ..judging import gate
 
     html_dir = Path(html_dir)
     for stale in (html_dir / PORTABILITY, html_dir / PORTABILITY_LINE):
@@ -163,7 +164,7 @@ def note_portability(html_dir: Path, results_root: Path) -> str:
     (html_dir / PORTABILITY).write_text(
         "<!doctype html><meta charset='utf-8'><title>Across machines</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
-        f"<h1>Across machines: each ratio against what the ceilings predict</h1><p>{html.escape(line)}</p>"
+        f"<h1>Across machines: {html.escape(fleet.PORTABILITY_TITLE)}</h1><p>{html.escape(line)}</p>"
         f"<p>{html.escape(fleet.PORTABILITY_NOTE.format(floor=gate.FLOOR))}</p>"
         f"{table.html()}{files}<p><a href='index.html'>back to the dashboard</a></p>",
         encoding="utf-8")

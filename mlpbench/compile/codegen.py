@@ -58,7 +58,7 @@ def _run_dir() -> str:
     return _RUN_DIR
 
 
-# The folder of cache folders that workers compiled cases into ahead of timing (mlpbench/precompile.py)
+# The folder of cache folders that workers compiled cases into ahead of timing (mlpbench/compile/precompile.py)
 PRECOMPILED_ENV = "MLPBENCH_PRECOMPILED"
 
 
@@ -87,7 +87,7 @@ def hermetic(pin: dict[str, str] | None = None, seed: Path | None = None):
     """Empty on-disk compiler caches (Inductor's and Triton's) and cleared in-memory ones for what
     runs inside; the environment is restored after. Yields the Inductor cache folder.
 
-    `seed`: a cache folder that this run's compile of the same case left (mlpbench/precompile.py),
+    `seed`: a cache folder that this run's compile of the same case left (mlpbench/compile/precompile.py),
     copied in first, without autotune picks: Inductor then reads its generated code and kernels
     instead of generating them again, and autotunes afresh.
 
@@ -238,7 +238,7 @@ def record(since: set[int], mode: str | None, root: Path | None = None, pinned_f
         out["best_configs"] = best_configs(root)
     if pinned_from:
         out["pinned_from"] = pinned_from
-    if seeded is not None:  # a worker of this run compiled it (mlpbench/precompile.py): read here, or missed
+    if seeded is not None:  # a worker of this run compiled it (mlpbench/compile/precompile.py): read here, or missed
         out["precompiled"] = seeded
     if not out["kernels"]:
         out["note"] = "no Triton kernel: Inductor generated C++ (a CPU run) or called libraries only"

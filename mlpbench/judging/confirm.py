@@ -99,7 +99,7 @@ def subject(repo: Path, commit: str) -> str:
 
 def target(v, tier: str | None = None) -> Target | str:
     """The Target of a regression verdict, or why it cannot be measured again."""
-    from . import registry
+    from .. import registry
 
     method = v.benchmark.rsplit(".", 1)[-1]
     if method not in METRIC:
@@ -247,7 +247,7 @@ def path(root: Path, machine: str, head: str) -> Path:
 
 
 def save(root: Path, machine: str, head: str, confirmations: list[Confirmation]) -> Path:
-    from .atomic import write_json
+    from ..atomic import write_json
 
     p = path(root, machine, head)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -257,15 +257,9 @@ def save(root: Path, machine: str, head: str, confirmations: list[Confirmation])
 
 def load(root: Path, machine: str) -> dict[tuple[str, str, str], str]:
     """{(head commit, benchmark, param): status} of every night's confirmations on `machine`."""
-    folder = Path(root) / "confirmations" / machine
-    out = {}
-    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            for c in json.loads(p.read_text()):
-                out[(c["head"], c["benchmark"], c["param"])] = c["status"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # an unreadable file leaves its steps as the gate judged them
-    return out
+    from ..results import confirmations
+
+    return confirmations(Path(root) / "confirmations" / machine)
 
 
 def markdown(confirmations: list[Confirmation]) -> str:

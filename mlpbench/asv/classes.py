@@ -22,10 +22,10 @@ import sys
 import types
 from pathlib import Path
 
-from . import registry, runner, timing
-from .asv_measure import each, entry, measure_case
-from .asv_tiers import cases, reason_not_here, selected, shapes
-from .record import METRICS
+from .. import registry, runner, timing
+from .measure import each, entry, measure_case
+from .tiers import cases, reason_not_here, selected, shapes
+from ..record import METRICS
 
 # Bump when what a benchmark measures changes, so ASV starts a new series instead of drawing a step;
 # the gate compares a benchmark across commits only within one version.
@@ -151,7 +151,7 @@ def op_classes(tier: str, op: str, results: Path | None = None, group: list[str]
         f"{name}Codegen": type(f"{name}Codegen", (), {
             **common, "params": [compilers, *params[1:]], "setup": codegen_setup, **_tracks(CODEGEN_METRICS),
             "__doc__": f"What torch.compile generated for {op} ({tier} tier), as a fingerprint that "
-                       "changes with the kernels' source or launch configuration (mlpbench/codegen.py).",
+                       "changes with the kernels' source or launch configuration (mlpbench/compile/codegen.py).",
         }),
     }
     return codegen_classes | {

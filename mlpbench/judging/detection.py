@@ -1,7 +1,7 @@
 """How well the gate separates real slowdowns from noise, measured on real device-time samples.
 
-    python -m mlpbench.detection results/pytest/h200/*.json [--trials 50] [--output FILE.md]
-    python -m mlpbench.detection --aa results/asv results/asv-aa COMMIT [--trials 50]
+    python -m mlpbench.judging.detection results/pytest/h200/*.json [--trials 50] [--output FILE.md]
+    python -m mlpbench.judging.detection --aa results/asv results/asv-aa COMMIT [--trials 50]
 
 For every case with device samples, each trial splits its samples at random into a base half and
 a head half, multiplies the head half by 1 + s (a planted slowdown s; s = 0 gives the false-alarm
@@ -12,7 +12,6 @@ grouped by the case's median device time, because short kernels are noisier.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -20,20 +19,10 @@ import numpy as np
 import pandas as pd
 
 from . import gate
+from .. import results
 
 SLOWDOWNS = (0.0, 0.03, 0.05, 0.10)
 BUCKETS = ((0, 5e-6, "< 5 µs"), (5e-6, 20e-6, "5–20 µs"), (20e-6, np.inf, "≥ 20 µs"))
-
-
-def device_samples(paths, drop_first: int = 0) -> dict[str, list[float]]:
-    """Device samples per case; `drop_first` leaves out each case's first samples (a warm-up)."""
-    out = {}
-    for path in map(Path, paths):
-        for b in json.loads(path.read_text())["benchmarks"]:
-            info = b["extra_info"]
-            if info.get("device_time_samples_s"):
-                out[info["case"]] = info["device_time_samples_s"][drop_first:]
-    return out
 
 
 def trials(samples: dict[str, list[float]], n_trials: int = 50, slowdowns=SLOWDOWNS, seed: int = 0) -> pd.DataFrame:
@@ -99,7 +88,7 @@ def worst_cases(df: pd.DataFrame, slowdown: float = 0.05, bucket: str = "≥ 20 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mlpbench.detection")
+    p = argparse.ArgumentParser(prog="python -m mlpbench.judging.detection")
     p.add_argument("files", nargs="*", type=Path, help="pytest-benchmark JSON files (split-half trials)")
     p.add_argument("--aa", nargs=3, metavar=("BASE_DIR", "HEAD_DIR", "COMMIT"),
                    help="between-run trials on two ASV runs of COMMIT, kept in two results folders")
@@ -111,7 +100,7 @@ def main(argv=None) -> int:
         base_dir, head_dir, commit = a.aa
         df = between_runs(asv_device_samples(base_dir, commit), asv_device_samples(head_dir, commit), a.trials)
     else:
-        df = trials(device_samples(a.files, a.drop_first), a.trials)
+        df = trials(results.device_samples(a.files, a.drop_first), a.trials)
     table = summary(df)
     text = table.to_string() + "\n\nleast detected at 5%, ≥ 20 µs:\n" + worst_cases(df).to_string()
     print(text)

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import registry
+from .. import registry
 
 
 def shown(cmd: list[str], longest: int = 160) -> str:
@@ -25,8 +25,8 @@ def bench_cases(tier: str) -> str:
     ASV matches an expression against `<name>(<param reprs>)` for each combination (asv.benchmarks)."""
     import re
 
-    from .asv_compile import compile_classes
-    from .asv_tiers import selected
+    from .compile import compile_classes
+    from .tiers import selected
 
     by_op: dict[str, list[str]] = {}
     for c in registry.select(tier):
@@ -57,12 +57,12 @@ def command(args) -> tuple[list[str], str, str] | int:
     """The plain `asv run` that `mlpbench asv` and the nightly run, the commit it records and the
     machine it records for; an exit status instead on bad input. What it adds to ASV: this Python as
     an existing environment, the commit hash (ASV records nothing in one without it), the tier's family
-    as --bench (bench_cases), and the machine's registration (mlpbench.asv_machine)."""
+    as --bench (bench_cases), and the machine's registration (mlpbench.asv.machine)."""
     import subprocess
 
-    from .asv_machine import register
-    from .asv_tiers import GROUPED_ENV
-    from .runner import default_device
+    from .machine import register
+    from .tiers import GROUPED_ENV
+    from ..runner import default_device
 
     if args.tier and not tier_ok(args.tier):
         return 2
@@ -91,19 +91,19 @@ def command(args) -> tuple[list[str], str, str] | int:
 def ahead(args, say, overlap: bool = False):
     """precompile.ahead for the cases of `precompile_cases(args)`, with the default workers: what
     `mlpbench asv` and the nightly hold around their `asv run` (`overlap`: started while they compile)."""
-    from . import precompile
+    from ..compile import precompile
 
     cases = precompile_cases(args)
     return precompile.ahead(cases, precompile.auto_workers(cases), say=say, overlap=overlap)
 
 
 def precompile_cases(args) -> list:
-    """The cases whose first calls are made ahead of `asv run` (mlpbench/precompile.py): the tier's that
+    """The cases whose first calls are made ahead of `asv run` (mlpbench/compile/precompile.py): the tier's that
     $MLPBENCH_CASES selects; none when --bench names benchmarks of its own."""
     if getattr(args, "bench", None):
         return []
-    from .asv_tiers import selected
-    from .runner import default_device
+    from .tiers import selected
+    from ..runner import default_device
 
     tier = getattr(args, "tier", None) or ("standard" if default_device() == "cuda" else "quick")
     try:
@@ -119,8 +119,8 @@ def family(args, bench: str) -> str:
     two nights compare only when they ran the same cases."""
     import hashlib
 
-    from .asv_tiers import bench as tier_bench
-    from .runner import default_device
+    from .tiers import bench as tier_bench
+    from ..runner import default_device
 
     tier = getattr(args, "tier", None) or ("standard" if default_device() == "cuda" else "quick")
     if getattr(args, "bench", None) or bench != bench_cases(tier):
@@ -142,7 +142,7 @@ def plain_setup_cache_keys(path: Path) -> bool:
         return False
     doc = json.loads(path.read_text())
     version = doc.pop("version", None)
-    from .asv_compile import CLASSES
+    from .compile import CLASSES
 
     own = {f"{registry.class_name(op)}{kind}": registry.class_name(op) for op in registry.OPS
            for kind in ("Device", "Host", "Codegen")} | {name: name for name in CLASSES}

@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import asv_machine, registry, runner
-from .asv_classes import op_classes, shared_setup_cache
-from .asv_compile import compile_classes
-from .asv_tiers import GROUPED_ENV, shapes
+from . import machine as asv_machine
+from .. import registry, runner
+from .classes import op_classes, shared_setup_cache
+from .compile import compile_classes
+from .tiers import GROUPED_ENV, shapes
 
 
 def results_beside(benchmark_module: str) -> Path:
@@ -95,7 +96,7 @@ def setup_groups(tier: str) -> list[list[str]]:
     ops = [op for op in registry.OPS if shapes(tier, op)]
     if os.environ.get(GROUPED_ENV) != "1":
         return [[op] for op in ops]
-    from .asv_tiers import cases
-    from .run_suite import op_groups
+    from .tiers import cases
+    from ..run_suite import op_groups
 
     return op_groups([c for op in ops for c in cases(tier, op)])

@@ -3,15 +3,15 @@
 ASV's own page runs a step detector over each series with a fixed threshold. The gate judges each
 step between consecutive commits of a machine with the case's own noise, a significance test, the
 autotuner's picks and, for back-to-back host time, whether one box measured both. Two rules for one
-question gave two answers, so `asv publish` (with `"plugins": [".mlpbench.asv_regressions"]`) fills
+question gave two answers, so `asv publish` (with `"plugins": [".mlpbench.asv.regressions"]`) fills
 regressions.json and its feed from the gate's verdicts instead: a step is listed when `mlpbench
 check --base <commit before> --head <commit>` calls it a regression, unless the nightly measured it
 again on that box and did not reproduce it (box noise: results/confirmations/<machine>/, written by
-mlpbench/confirm.py). asv.conf.json's `regressions_first_commits` still decides which benchmarks the
+mlpbench/judging/confirm.py). asv.conf.json's `regressions_first_commits` still decides which benchmarks the
 page may list at all.
 
 The publish also notes the fleet's stale machines (mlpbench/fleet.py) in the built folder, for the
-dashboard's banner (mlpbench/asv_dashboard.py).
+dashboard's banner (mlpbench/asv/dashboard.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def gate_steps(results_dir: Path) -> dict[tuple[str, str, str], list[tuple[str, 
     """(machine, benchmark, param) → [(commit before, commit, value before, value)] for every step
     between consecutive commits of a machine that the gate calls a regression and that no same-box
     confirmation called box noise."""
-    from . import confirm, gate
+    from ..judging import confirm, gate
 
     points = gate.load(Path(results_dir))
     out: dict[tuple[str, str, str], list] = {}
@@ -50,7 +50,7 @@ def gate_steps(results_dir: Path) -> dict[tuple[str, str, str], list[tuple[str, 
 def entries(graphs, benchmarks, revisions, data_filter, steps_by_key) -> list[list]:
     """regressions.json's rows for the gate's steps: [name with parameters, graph path, the graph's
     distinguishing parameters, parameter index, latest value, best value, jumps], as ASV writes them."""
-    from .results import identify
+    from ..results import identify
 
     all_params = graphs.get_params()
     rows = []
@@ -84,7 +84,8 @@ def publish(cls, conf, repo, benchmarks, graphs, revisions) -> None:
     regressions = entries(graphs, benchmarks, revisions, _GraphDataFilter(conf, repo, revisions), steps)
     cls._save(conf, {"regressions": regressions})
     cls._save_feed(conf, benchmarks, regressions, revisions, {r: h for h, r in revisions.items()})
-    from . import asv_dashboard, fleet
+    from . import dashboard as asv_dashboard
+    from .. import fleet
 
     # Silence is an alert: the nightly's machines that stored nothing lately head the dashboard.
     machines = fleet.fleet_machines(conf.results_dir)

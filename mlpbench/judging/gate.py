@@ -6,7 +6,7 @@ significant on the samples: a bootstrap 99% interval of the ratio of medians (he
 wholly above 1. The threshold defaults to the benchmark's own noise (three robust coefficients of
 variation of the base samples, IQR / 1.349 / median) with a floor (2%; 3% for compiled cases), and
 to at least three of the case's between-run noise where A/A runs measured it on that machine
-(mlpbench/between_runs.py: moves between fresh processes that one process's samples cannot show);
+(mlpbench/judging/between_runs.py: moves between fresh processes that one process's samples cannot show);
 each verdict says which of the three set its threshold. Benchmarks stored without samples (peak
 memory, kernels per call, compile time) are judged by the threshold alone.
 
@@ -36,9 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import between_runs, codegen_record, registry, results
-from .record import METRICS
-from .results import Point
+from . import between_runs
+from ..compile import codegen_record
+from .. import registry, results
+from ..record import METRICS
+from ..results import Point
 
 __all__ = ["GateInputError", "Point", "Verdict", "load", "resolve", "judge", "compare", "box_base", "host_on_one_box",
            "history", "markdown", "as_json"]
@@ -62,7 +64,7 @@ BACK_TO_BACK = "track_host_time_back_to_back"
 # Not a measurement: which box measured a case (envinfo.box_id; 0 where nothing identified it), read
 # to decide whether its host time is compared, never judged itself.
 BOX = "track_box_id"
-# Not a measurement: the fingerprint of what Inductor generated (mlpbench/codegen.py), read to
+# Not a measurement: the fingerprint of what Inductor generated (mlpbench/compile/codegen.py), read to
 # attribute a compiled case's move to code generation, never judged itself.
 CODEGEN = "track_codegen"
 # A compiled case that moved past its threshold while Inductor only picked other launch

@@ -5,7 +5,7 @@ Liger's) is compiled for the case's shapes and dtype. None of it is timed, yet d
 the measuring process it dominates a tier's wall time. Before any case is timed, `run` makes those
 first calls in worker processes, several at a time:
 
-- a compiled case is compiled hermetically (mlpbench/codegen.py) into a cache folder of its own,
+- a compiled case is compiled hermetically (mlpbench/compile/codegen.py) into a cache folder of its own,
   which the worker leaves under MLPBENCH_PRECOMPILED; the measuring process starts the case's own
   hermetic cache from a copy of it (`seed_for`), so Inductor reads the code this run's compile of the
   same case generated instead of generating it again. Inductor's autotune picks (`*.best_config`)
@@ -18,7 +18,7 @@ first calls in worker processes, several at a time:
 Nothing a worker measured is recorded, and a worker's failure is only printed: the measuring
 process builds and checks every case itself, and reports what fails there.
 
-    python -m mlpbench.precompile FOLDER [--claims DIR] CASE_ID...   (what `run` starts, one per worker:
+    python -m mlpbench.compile.precompile FOLDER [--claims DIR] CASE_ID...   (what `run` starts, one per worker:
     each takes the next case no other worker claimed in DIR)
 """
 
@@ -40,7 +40,7 @@ DROPPED = ("*.best_config", "*.lock")  # autotune picks made on a shared GPU; lo
 def eligible(case) -> bool:
     """Whether `case`'s first call is worth making ahead: it compiles (not in a mode that autotunes GEMMs
     while compiling) or JIT-compiles a Triton kernel."""
-    from .registry import variant_of
+    from ..registry import variant_of
 
     v = variant_of(case)
     if v.compiles:
@@ -87,7 +87,7 @@ def _start(cases, folder: Path, workers: int, say, info: dict) -> list:
     procs: list = []
     try:
         for _ in range(workers):
-            procs.append(subprocess.Popen([sys.executable, "-m", "mlpbench.precompile", str(folder), "--claims",
+            procs.append(subprocess.Popen([sys.executable, "-m", "mlpbench.compile.precompile", str(folder), "--claims",
                                            str(claims), *[c.id for c in todo]], env=env))
     except BaseException:
         _stop(procs)  # none left running with the GPU when the others could not start
@@ -106,7 +106,7 @@ def _stop(procs: list) -> None:
 def _cost_rank(case) -> tuple:
     """Costliest first, so that no worker is left with a long compile at the end: compiled models, then
     other compiled cases, then a Triton kernel's first call."""
-    from .registry import OPS, variant_of
+    from ..registry import OPS, variant_of
 
     return (not variant_of(case).compiles, not OPS[case.op].name.endswith("_model"))
 
@@ -161,7 +161,7 @@ def wait_for_file(path: str | None, say=None, what: str = "") -> float:
 def auto_workers(cases) -> int:
     """The workers `run` uses by default: `workers_for` the eligible cases on a GPU; none on a CPU,
     where compiles share the cores with the timing threads, or for fewer than two cases."""
-    from .runner import default_device
+    from ..runner import default_device
 
     n = sum(1 for c in cases if eligible(c))
     return workers_for(n) if default_device() == "cuda" and n > 1 else 0
@@ -219,7 +219,8 @@ def ahead(cases, workers: int, say=_print, overlap: bool = False):
 
 
 def _first_call(case_id: str, folder: Path) -> None:
-    from . import codegen, registry, runner, workloads
+    from . import codegen
+    from .. import registry, runner, workloads
 
     case = registry.case_by_id(case_id)
     device = runner.default_device()
@@ -237,7 +238,7 @@ def _first_call(case_id: str, folder: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from . import environment
+    from .. import environment
 
     environment.prepare()
     environment.interpret_triton_without_gpu()
@@ -246,7 +247,7 @@ def main(argv: list[str]) -> int:
     if ids[:1] == ["--claims"]:
         claims, ids = Path(ids[1]), ids[2:]
     failed = 0
-    from .runner import allocated_bytes, release_memory
+    from ..runner import allocated_bytes, release_memory
 
     for k, case_id in enumerate(ids):
         if claims is not None and not claim(claims, k):

@@ -10,14 +10,14 @@ with ``--cache-dir`` or ``$MLPBENCH_ASV_ASSETS``).
 
 CLI::
 
-    python -m mlpbench.asv_offline fetch              # download + verify into cache
-    python -m mlpbench.asv_offline vendor HTML_DIR    # copy into HTML_DIR/vendor, rewrite URLs
-    python -m mlpbench.asv_offline check HTML_DIR     # list remaining remote references
+    python -m mlpbench.asv.offline fetch              # download + verify into cache
+    python -m mlpbench.asv.offline vendor HTML_DIR    # copy into HTML_DIR/vendor, rewrite URLs
+    python -m mlpbench.asv.offline check HTML_DIR     # list remaining remote references
 
-As an asv plugin (``"plugins": [".mlpbench.asv_offline"]`` in asv.conf.json,
+As an asv plugin (``"plugins": [".mlpbench.asv.offline"]`` in asv.conf.json,
 asv run from the directory containing ``mlpbench/``) plain ``asv publish``
 vendors the assets itself, and is atomic: it builds into a hidden sibling of
-html_dir, adds mlpbench's dashboard defaults (mlpbench/asv_dashboard.py),
+html_dir, adds mlpbench's dashboard defaults (mlpbench/asv/dashboard.py),
 checks that the result is whole and offline, and only then swaps it in; a
 failure leaves the previous html_dir as it was.
 
@@ -42,8 +42,8 @@ import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
-from .asv_dashboard import DashboardError
-from .asv_dashboard import finish as finish_dashboard
+from .dashboard import DashboardError
+from .dashboard import finish as finish_dashboard
 
 REGISTRY = os.environ.get("MLPBENCH_NPM_REGISTRY", "https://registry.npmjs.org").rstrip("/")
 
@@ -154,7 +154,7 @@ def _tarball(pkg: Package, cache_dir: Path, fetch: bool) -> bytes:
     except (OSError, http.client.HTTPException) as exc:
         raise AssetError(
             f"{pkg.name}@{pkg.version} ({pkg.tarball}) is not in the cache {cache_dir} and could not be fetched "
-            f"from {pkg.url}: {exc}.\nRun `python -m mlpbench.asv_offline fetch` where the npm registry "
+            f"from {pkg.url}: {exc}.\nRun `python -m mlpbench.asv.offline fetch` where the npm registry "
             f"is reachable and copy {cache_dir} here (or point $MLPBENCH_ASV_ASSETS at a copy).") from exc
     if not _sri_ok(data, pkg.integrity):
         raise AssetError(f"{pkg.url}: checksum mismatch (expected {pkg.integrity})")
@@ -326,7 +326,7 @@ def vendor_assets(html_dir: Path, cache_dir: Path | None = None, fetch: bool = T
 
 
 # ------------------------------------------------------ asv plugin hook
-try:  # `"plugins": [".mlpbench.asv_offline"]` makes `asv publish` call this
+try:  # `"plugins": [".mlpbench.asv.offline"]` makes `asv publish` call this
     from asv.publishing import OutputPublisher as _OutputPublisher
 except ImportError:  # pragma: no cover - asv not installed
     _OutputPublisher = None
@@ -343,7 +343,7 @@ if _OutputPublisher is not None:
             try:
                 vendor_assets(Path(conf.html_dir))
             except AssetError as exc:
-                raise util.UserError(f"mlpbench.asv_offline: {exc}") from exc
+                raise util.UserError(f"mlpbench.asv.offline: {exc}") from exc
 
 
 # Files the dashboard fetches besides those index.html loads (ASV's publish writes them last).
@@ -411,8 +411,8 @@ def setup() -> None:
         try:
             build_and_swap(final, build)
         except (AssetError, DashboardError, util.UserError) as exc:
-            msg = str(exc).removeprefix("mlpbench.asv_offline: ")
-            raise util.UserError(f"mlpbench.asv_offline: {msg}\n{final} was left as it was.") from exc
+            msg = str(exc).removeprefix("mlpbench.asv.offline: ")
+            raise util.UserError(f"mlpbench.asv.offline: {msg}\n{final} was left as it was.") from exc
         finally:
             conf.html_dir = final
         return result[0]
@@ -423,7 +423,7 @@ def setup() -> None:
 
 # ---------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m mlpbench.asv_offline", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m mlpbench.asv.offline", description=__doc__.split("\n\n")[0])
     cache = argparse.ArgumentParser(add_help=False)
     cache.add_argument("--cache-dir", type=Path, default=None,
                        help=f"tarball cache (default $MLPBENCH_ASV_ASSETS or {default_cache_dir()})")

@@ -1,7 +1,7 @@
 """The compile tax, each figure from a fresh process with empty compiler caches.
 
-    python -m mlpbench.compile_probe CASE_ID [--dynamic]          cold compile and recompile
-    python -m mlpbench.compile_probe CASE_ID --sequence [--dynamic] a run over changing token counts
+    python -m mlpbench.compile.compile_probe CASE_ID [--dynamic]          cold compile and recompile
+    python -m mlpbench.compile.compile_probe CASE_ID --sequence [--dynamic] a run over changing token counts
     ... --wait: say "ready" once the device is warm, time nothing before "go" on stdin (`started`)
 
 A process of its own, because torch.compile, Inductor and Triton keep in-memory caches that no API
@@ -35,7 +35,7 @@ TOKEN_SEQUENCE = (1, 16, 64, 128, 333, 512, 1000, 2048, 4096, 8192)
 
 
 def _timed(fn, inputs) -> float:
-    from .timing import sync_perf_counter
+    from ..timing import sync_perf_counter
 
     t0 = sync_perf_counter()
     fn(*inputs)
@@ -49,19 +49,19 @@ def _with_tokens(case, tokens: int):
 
 
 def _baseline(case):
-    from .registry import OPS
+    from ..registry import OPS
 
     return dataclasses.replace(case, variant=OPS[case.op].baseline)
 
 
 def _inputs_for(case, tokens: int, device: str, seed: int) -> tuple:
-    from . import workloads
+    from .. import workloads
 
     return workloads.build(_baseline(_with_tokens(case, tokens)), device).make_inputs(seed)
 
 
 def _warm_device(case, device: str) -> None:
-    from . import workloads
+    from .. import workloads
 
     eager = workloads.build(_baseline(case), device)
     eager.fn(*eager.make_inputs(0))  # CUDA context, cuBLAS handles: not compile time
@@ -69,7 +69,7 @@ def _warm_device(case, device: str) -> None:
 
 def _cold_and_recompile(case, device: str, dynamic: bool):
     """The cold-compile probe: its workload and inputs built, then a function timing it."""
-    from . import workloads
+    from .. import workloads
 
     wl = workloads.build(case, device, dynamic=dynamic)
     inputs = wl.make_inputs(0)
@@ -93,7 +93,7 @@ def _cold_and_recompile(case, device: str, dynamic: bool):
 
 def _sequence(case, device: str, dynamic: bool, tokens_seq=TOKEN_SEQUENCE):
     """The changing-shapes probe: its workload and every step's inputs built, then a function timing it."""
-    from . import workloads
+    from .. import workloads
 
     wl = workloads.build(_with_tokens(case, tokens_seq[0]), device, dynamic=dynamic)
     inputs = [_inputs_for(case, tokens, device, k) for k, tokens in enumerate(tokens_seq)]
@@ -110,8 +110,8 @@ def measure(case_id: str, dynamic: bool = False, sequence: bool = False, wait=No
     before anything is timed (a probe started ahead waits there for its go). Building imports
     Dynamo and Inductor (torch.compile), which no figure holds: it happens before the go, so that a
     probe's turn lasts only as long as what it times."""
-    from . import registry
-    from .runner import default_device
+    from .. import registry
+    from ..runner import default_device
 
     case = registry.case_by_id(case_id)
     if not registry.variant_of(case).compiles and not sequence:
@@ -152,7 +152,7 @@ class _Started:
             "TRITON_CACHE_DIR": os.path.join(self._tmp.name, "triton"),
         }
         self._stderr = open(os.path.join(self._tmp.name, "stderr"), "w+")
-        self.proc = subprocess.Popen([sys.executable, "-m", "mlpbench.compile_probe", *args, *(["--wait"] if wait else [])],
+        self.proc = subprocess.Popen([sys.executable, "-m", "mlpbench.compile.compile_probe", *args, *(["--wait"] if wait else [])],
                                      env=env, text=True, stdin=subprocess.PIPE if wait else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
         self.wait = wait
@@ -273,7 +273,7 @@ if __name__ == "__main__":
     from mlpbench import environment
 
     environment.prepare()  # inherited from the process that started the probe; a probe run by hand needs it too
-    parser = argparse.ArgumentParser(prog="python -m mlpbench.compile_probe")
+    parser = argparse.ArgumentParser(prog="python -m mlpbench.compile.compile_probe")
     parser.add_argument("case_id")
     parser.add_argument("--dynamic", action="store_true", help="torch.compile(dynamic=True)")
     parser.add_argument("--sequence", action="store_true", help=f"run over token counts {TOKEN_SEQUENCE}")

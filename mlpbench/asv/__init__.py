@@ -1,0 +1,1 @@
+"""ASV front end: benchmark classes, plugins, runs, dashboard."""

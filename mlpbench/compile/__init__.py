@@ -1,0 +1,1 @@
+"""torch.compile: codegen fingerprints, compile probes, precompiling."""

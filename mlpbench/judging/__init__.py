@@ -1,0 +1,1 @@
+"""Verdicts: the gate, confirmation, A/B, between-run noise, detection."""
