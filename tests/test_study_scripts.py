@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlpbench import bundle
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -24,7 +26,6 @@ def _load(name, path):
 
 trials = _load("same_box_trials", "studies/same-box/trials.py")
 targets = _load("paired_host_targets", "studies/paired-host/targets.py")
-bundle = _load("study_bundle", "studies/bundle.py")
 aa_runs = _load("between_boxes_runs", "studies/between-boxes/runs.py")
 
 PLANTED, STEADY = "mlp/eager/bf16/t8192-d768-h3072", "mlp/ours/bf16/t8192-d768-h3072"
@@ -185,7 +186,7 @@ def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     assert again.returncode == 2 and "demo/plant exists" in again.stderr
 
 
-# --- studies/bundle.py ----------------------------------------------------------------------------
+# --- mlpbench/bundle.py ---------------------------------------------------------------------------
 
 def test_a_bundle_gives_back_every_document_with_its_values(tmp_path):
     src = tmp_path / "src"

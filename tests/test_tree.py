@@ -66,6 +66,6 @@ def test_folders_are_named_where_files_count():
     assert _folder("results/codegen.json") == "results"
     assert _folder("results/pytest/h200/run.json") == "results/pytest"
     assert _folder("studies/same-box/trials.py") == "studies/same-box"
-    assert _folder("studies/bundle.py") == "studies"
+    assert _folder("studies/README.md") == "studies"
     assert _folder("docs/results/h200.md") == "docs"
     assert "studies/a 2, docs 1" == _largest(["studies/a/x", "studies/a/y", "docs/z"])
