@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlpbench import bundle
+from mlpbench import atomic, bundle
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,6 +107,17 @@ def test_the_rule_alone_prints_its_table_and_refuses_a_folder(capsys, tmp_path):
     with pytest.raises(SystemExit) as refused:
         trials.main(["--rule", str(tmp_path)])
     assert refused.value.code == 2
+
+
+def test_the_trials_table_goes_between_the_readmes_markers_and_a_file_without_them_is_refused(tmp_path, capsys):
+    section = atomic.read_section(ROOT / "studies/same-box/README.md", "trials.py")
+    # the README's link to the table is to this heading's anchor, #mlpbench-ab-trials-3-rounds-a-side
+    assert section.startswith("# `mlpbench ab` trials, 3 rounds a side\n")
+    page = tmp_path / "README.md"
+    page.write_text("a page without the markers\n")
+    # refused before any round is read (there are none here)
+    assert trials.main([str(tmp_path / "rounds"), "--into", str(page)]) == 2
+    assert f"trials.py: {page}: no section for trials.py" in capsys.readouterr().err
 
 
 # --- studies/paired-host/targets.py ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 """How often `mlpbench ab` detects a planted slowdown, and how often it flags identical code, read
 from the rounds one long `mlpbench ab --rounds K --results DIR` kept; with --rule, the rule alone.
 
-    python studies/same-box/trials.py DIR --size 3 --expect CASE ... > studies/same-box/trials.md
+    python studies/same-box/trials.py DIR --size 3 --expect CASE ... --into studies/same-box/README.md
     python studies/same-box/trials.py --rule   # the rule alone: prints its table (a few minutes on 2 cores)
 
 A trial is what `mlpbench ab --rounds SIZE` would have judged: SIZE rounds a side, pooled by
@@ -44,6 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from mlpbench import atomic  # noqa: E402
 from mlpbench.judging import ab, between_runs  # noqa: E402
 
 SLOWER = ("regression", "slower (not gated)")  # the gated verdict, and the listed one of the paired ratio
@@ -232,19 +233,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="a row a plant should move: a case id, with one of its metrics after ':' (repeatable)")
     p.add_argument("--results-root", type=Path, default=ROOT / "results",
                    help="where between-runs/ is read (default: this checkout's results/)")
+    p.add_argument("--into", type=Path, metavar="FILE",
+                   help="write the table into FILE between its trials.py markers, not to standard output")
     args = p.parse_args(argv)
     if args.rule:
-        if args.folder is not None:
-            p.error("--rule reads no folder: it judges fabricated rounds")
+        if args.folder is not None or args.into is not None:
+            p.error("--rule reads no folder and writes no file: it judges fabricated rounds and prints its table")
         rule()
         return 0
     if args.folder is None:
         p.error("the --results folder of `mlpbench ab` is required (or --rule)")
     if args.size < 1 or args.draws < 1:
         p.error(f"--size {args.size} and --draws {args.draws} must both be at least 1")
+    try:
+        if args.into:  # before the draws: a file without its markers fails at once
+            atomic.read_section(args.into, "trials.py")
+    except ValueError as e:
+        print(f"trials.py: {e}", file=sys.stderr)
+        return 2
     sides = load(args.folder)
     counts = trials(sides, args.size, args.draws, args.seed, args.results_root)
-    sys.stdout.write(markdown(args.folder, sides, args.size, args.draws, args.seed, args.expect, counts))
+    text = markdown(args.folder, sides, args.size, args.draws, args.seed, args.expect, counts)
+    if args.into:
+        atomic.write_section(args.into, "trials.py", text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
