@@ -1,7 +1,7 @@
 """A/A of every variant across fresh processes and boxes: each case's between-run noise, what the gate reads.
 
     .venv/bin/python scripts/aa.py RUN.json ... [--calibration K] [--reference RUN.json] \
-        [--between results/between-runs/h200.json] [--output studies/between-boxes/answer.md]
+        [--between results/between-runs/h200.json] [--output FILE] [--into FILE]
 
 Each RUN is one `mlpbench run` of one commit (a fresh process, fresh compiler caches), on some box
 of one machine; the records say which (`box_id`). The first K runs (--calibration, default all)
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from mlpbench.judging import between_runs, gate
 from mlpbench.compile import codegen_record
-from mlpbench import registry, results
+from mlpbench import atomic, registry, results
 
 DEVICE_METHOD, HOST_METHOD = "pytest.track_device_time", "pytest.track_host_time_back_to_back"
 MICRO_S = 20e-6  # below this device time a case is microsecond-sized: launch and host path, not the GPU
@@ -153,8 +153,16 @@ def main(argv=None) -> int:
                     help="a run of the whole tier: its cases that the runs did not measure inherit a measured one's noise")
     ap.add_argument("--between", type=Path, metavar="FILE",
                     help="write the noise here (results/between-runs/<machine>.json, what the gate reads)")
-    ap.add_argument("--output", type=Path)
+    ap.add_argument("--output", type=Path, help="write the page to this file as well")
+    ap.add_argument("--into", type=Path, metavar="FILE",
+                    help="write the page into FILE (a study's README) between its aa.py markers as well")
     a = ap.parse_args(argv)
+    try:
+        if a.into:  # before anything is written: a file without its markers fails at once
+            atomic.read_section(a.into, "aa.py")
+    except ValueError as e:
+        print(f"aa: {e}", file=sys.stderr)
+        return 2
     k = len(a.files) if a.calibration is None else a.calibration
     if not between_runs.MIN_RUNS <= k <= len(a.files):
         print(f"aa: --calibration {k}: must be between {between_runs.MIN_RUNS} and the {len(a.files)} runs given",
@@ -221,6 +229,8 @@ def main(argv=None) -> int:
                  + "\n".join(f"| {c} | {e[between_runs.INHERITS]} |" for c, e in sorted(inherited.items())) + "\n")
     if a.output:
         a.output.write_text(text)
+    if a.into:
+        atomic.write_section(a.into, "aa.py", text)
     print(text)
     return 0
 

@@ -1,7 +1,7 @@
 """A/A of compiled cases across fresh processes: spread per case, the autotuner's picks, and what the gate flags.
 
     .venv/bin/python scripts/compiled_aa.py results/pytest/h200/A.json results/pytest/h200/B.json ... \
-        [--calibration K] [--between FILE] [--output studies/compiled-aa/answer.md]
+        [--calibration K] [--between FILE] [--into studies/compiled-aa/README.md]
 
 Each file is one `mlpbench run` (a fresh process, every compiled case compiled hermetically). For
 every compiled case measured in all of them: device time per run, the spread (slowest / fastest
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mlpbench.judging import between_runs, gate
 from mlpbench.compile import codegen, codegen_record
-from mlpbench import registry, results
+from mlpbench import atomic, registry, results
 
 
 def _picks(info: dict) -> str:
@@ -126,7 +126,9 @@ def pinned_table(pinned: Path) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", type=Path)
-    ap.add_argument("--output", type=Path)
+    ap.add_argument("--output", type=Path, help="write the page to this file as well")
+    ap.add_argument("--into", type=Path, metavar="FILE",
+                    help="write the page into FILE (a study's README) between its compiled_aa.py markers as well")
     ap.add_argument("--pinned", type=Path, help="a results file of cases rerun with MLPBENCH_PIN_AUTOTUNE")
     ap.add_argument("--alone", nargs="*", type=Path, default=[],
                     help="result files of cases each measured in a process of its own (gpu_run.sh alone)")
@@ -136,6 +138,12 @@ def main(argv=None) -> int:
                     help="write that measurement here (the format of results/between-runs/<machine>.json, which scripts/aa.py "
                          "writes from every variant)")
     a = ap.parse_args(argv)
+    try:
+        if a.into:  # before anything is written: a file without its markers fails at once
+            atomic.read_section(a.into, "compiled_aa.py")
+    except ValueError as e:
+        print(f"compiled_aa: {e}", file=sys.stderr)
+        return 2
     if len(a.files) < 2:
         print("compiled_aa: need at least two result files", file=sys.stderr)
         return 2
@@ -180,6 +188,8 @@ def main(argv=None) -> int:
                  f"{pinned_table(a.pinned)}\n")
     if a.output:
         a.output.write_text(text)
+    if a.into:
+        atomic.write_section(a.into, "compiled_aa.py", text)
     print(text)
     return 0
 

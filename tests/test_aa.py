@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlpbench import atomic
 from mlpbench.judging import between_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +89,18 @@ def test_cases_of_the_reference_run_inherit_and_are_listed(runs, tmp_path):
     entry = json.loads(between.read_text())["cases"]["gelu_mul/ours/bf16/t333-h3000"]
     assert entry["inherits"] == OURS
     assert "| gelu_mul/ours/bf16/t333-h3000 | gelu_mul/ours/bf16/t1-h16384 |" in out.read_text()
+
+
+def test_into_writes_the_page_between_a_readmes_markers(runs, tmp_path, capsys):
+    begin, end = atomic.section_markers("aa.py")
+    readme, out = tmp_path / "README.md", tmp_path / "answer.md"
+    readme.write_text(f"# A study\n\n{begin}\nold\n{end}\n\nAfter.\n")
+    assert aa.main([*map(str, runs), "--calibration", "4", "--output", str(out), "--into", str(readme)]) == 0
+    assert atomic.read_section(readme, "aa.py") == out.read_text() and readme.read_text().endswith("\n\nAfter.\n")
+    bare = tmp_path / "bare.md"
+    bare.write_text("no markers\n")
+    assert aa.main([*map(str, runs), "--into", str(bare)]) == 2
+    assert f"aa: {bare}: no section for aa.py" in capsys.readouterr().err
 
 
 def test_too_few_calibration_runs_is_bad_input(runs):

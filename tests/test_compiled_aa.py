@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlpbench import registry
+from mlpbench import atomic, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("compiled_aa", ROOT / "scripts" / "compiled_aa.py")
@@ -144,6 +144,30 @@ def test_the_page_has_one_row_per_compiled_case_and_the_gates_verdict(tmp_path):
     written = json.loads(between.read_text())
     assert written["runs"] == [str(r) for r in runs[:3]]
     assert written["cases"][MOVES]["same_code_runs"] == 3
+
+
+def test_into_writes_the_page_between_a_readmes_markers_and_refuses_a_file_without_them(tmp_path, capsys):
+    runs = [_run(tmp_path / f"{k}.json", 230e-6, 1024, 1, seed=k) for k in range(1, 4)]
+    begin, end = atomic.section_markers("compiled_aa.py")
+    readme, out = tmp_path / "README.md", tmp_path / "aa.md"
+    readme.write_text(f"# A study\n\n**Answer**, below:\n\n{begin}\n{end}\n")
+    assert compiled_aa.main([*map(str, runs), "--output", str(out), "--into", str(readme)]) == 0
+    assert atomic.read_section(readme, "compiled_aa.py") == out.read_text()
+    assert readme.read_text().startswith("# A study\n\n**Answer**, below:\n\n")
+    bare, between = tmp_path / "bare.md", tmp_path / "between" / "h200.json"
+    bare.write_text("no markers\n")
+    assert compiled_aa.main([*map(str, runs), "--between", str(between), "--into", str(bare)]) == 2
+    assert f"compiled_aa: {bare}: no section for compiled_aa.py" in capsys.readouterr().err
+    assert bare.read_text() == "no markers\n" and not between.exists()
+
+
+def test_the_studys_readme_holds_the_sections_the_method_links_to():
+    section = atomic.read_section(ROOT / "studies/compiled-aa/README.md", "compiled_aa.py")
+    assert section.startswith("# Compiled cases across fresh processes\n")
+    method = (ROOT / "docs/method.md").read_text()
+    for heading, anchor in (("Alone against after the others", "alone-against-after-the-others"),
+                            ("Pinned to an earlier run's picks", "pinned-to-an-earlier-runs-picks")):
+        assert f"\n## {heading}\n" in section and f"../studies/compiled-aa/README.md#{anchor})" in method
 
 
 def test_two_picks_stay_in_one_cell(tmp_path):

@@ -111,6 +111,25 @@ def test_atomic_write_leaves_old_or_new(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
+def test_a_generated_section_replaces_only_the_text_between_its_markers(tmp_path):
+    begin, end = atomic.section_markers("gen.py")
+    page = tmp_path / "README.md"
+    page.write_text(f"# Study\n\nBy hand.\n\n{begin}\nold\n{end}\n\nAfter.\n")
+    atomic.write_section(page, "gen.py", "# Table\n\n| a |\n")
+    assert page.read_text() == f"# Study\n\nBy hand.\n\n{begin}\n\n# Table\n\n| a |\n\n{end}\n\nAfter.\n"
+    assert atomic.read_section(page, "gen.py") == "# Table\n\n| a |\n"
+    before = page.read_text()
+    atomic.write_section(page, "gen.py", atomic.read_section(page, "gen.py"))
+    assert page.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    for text in ("no markers\n", f"{end}\n{begin}\n", f"{begin}\n{end}\n{begin}\n{end}\n"):
+        page.write_text(text)
+        with pytest.raises(ValueError, match=f"{page}: no section for gen.py"):
+            atomic.write_section(page, "gen.py", "x\n")
+        assert page.read_text() == text
+    with pytest.raises(ValueError, match="missing.md"):
+        atomic.read_section(tmp_path / "missing.md", "gen.py")
+
+
 def test_failed_and_skipped_cases_are_recorded_with_reasons(tmp_path):
     # With Liger from the Hub, its GeLU·mul op has no source: a skip on every machine, GPU or not.
     proc = subprocess.run(RUN + ["--op", "gelu_mul", "--variant", "liger", "--dtype", "fp32", "--results", str(tmp_path)],

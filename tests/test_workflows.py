@@ -75,6 +75,9 @@ def test_one_publish_job_after_every_machine_deploys_the_fleet_report():
     assert checkout["with"]["ref"] == "main" and checkout["with"]["fetch-depth"] == 0
     assert "git checkout results" not in runs and "bash scripts/setup.sh" in runs
     assert ".venv/bin/asv publish" in runs and "$GITHUB_STEP_SUMMARY" in runs
+    # the report is built here, not committed: on Pages beside the dashboard, after asv publish writes it
+    report = ".venv/bin/mlpbench report --results results --output results/html/report"
+    assert report in runs and runs.index(".venv/bin/asv publish") < runs.index(report)
     download = next(s for s in publish["steps"] if "download-artifact" in s.get("uses", ""))
     assert download["with"]["pattern"] == "nightly-summary-*"
     assert any("deploy-pages" in s.get("uses", "") for s in publish["steps"])

@@ -3,7 +3,7 @@
     python studies/between-boxes/runs.py strip studies/between-boxes/data.json RUN.json ...   # in run order
     python studies/between-boxes/runs.py targets studies/between-boxes/data.json
 
-`strip` copies `mlpbench run` result files into the bundle (`studies/bundle.py`) as aa-1.json,
+`strip` copies `mlpbench run` result files into the bundle (`mlpbench/bundle.py`) as aa-1.json,
 aa-2.json, ... in the order given, without what the A/A does not read: from each benchmark,
 pytest-benchmark's own statistics, parameters and options (the suite's figures are in `extra_info`),
 and from `extra_info` the profile's kernel names and per-kernel times and the single-call host
@@ -23,7 +23,7 @@ from pathlib import Path
 
 DROP = ("stats", "params", "options", "group")
 DROP_INFO = ("kernel_names", "kernel_times_s", "kernel_times_in_order_s", "host_time_samples_s")
-BUNDLE = 1  # studies/bundle.py's layout
+BUNDLE = 1  # mlpbench/bundle.py's layout
 
 T1L, T2L = "t1-d4096-h14336-l2", "t2048-d4096-h14336-l2"  # llama_model's one token and prefill
 T1G, T2G = "t1-d3072-h24576-l2", "t2048-d3072-h24576-l2"  # gemma_model's

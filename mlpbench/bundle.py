@@ -1,9 +1,9 @@
 """A study's data in one file: several JSON documents (result files, ASV folders) kept as one bundle,
 and written back out as files for the commands that read files.
 
-    python studies/bundle.py pack BUNDLE.json ROOT FILE ...   # FILE's path relative to ROOT names it
-    python studies/bundle.py unpack BUNDLE.json DIR            # DIR/<name> for every document
-    python studies/bundle.py list BUNDLE.json
+    python -m mlpbench.bundle pack BUNDLE.json ROOT FILE ...   # FILE's path relative to ROOT names it
+    python -m mlpbench.bundle unpack BUNDLE.json DIR           # DIR/<name> for every document
+    python -m mlpbench.bundle list BUNDLE.json
 
 A bundle is {"bundle": 1, "files": {"<relative path>": <the document>}}: each document is kept as
 parsed JSON, so its values are exactly the file's; unpacking writes them in JSON again (the layout of
