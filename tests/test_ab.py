@@ -101,6 +101,23 @@ def test_peak_memory_and_kernels_per_call_are_counted_per_round_and_judged_by_th
     assert {r["metric"] for r in _rows()} == {"host time"}
 
 
+def test_a_count_that_identical_code_gives_in_some_process_is_no_regression():
+    # Inductor fused a compiled MLP into 4 kernels in one process and 5 in the others, for one commit:
+    # medians 4.5 and 5 read 1.11 over a 3% floor, but head only matches what a base round counted
+    def rounds(kernels):
+        return ab.pool([[_record(COMPILED, r, gpu=True) | {"peak_memory_bytes": 5e6, "kernels_per_call": k}]
+                        for r, k in enumerate(kernels)], machines=["gpu-x"] * len(kernels))
+
+    def row(base, head):
+        return next(r for r in ab.judge(rounds(base), rounds(head)) if r["metric"] == "kernels per call")
+
+    mixed = row([4, 5], [5, 5])
+    assert mixed["verdict"] == "unchanged" and not ab.failing([mixed])
+    assert mixed["ci_low"] == 1.0 and mixed["ci_high"] == 1.25 and "the rounds overlap" in mixed["cause"]
+    assert row([4, 4], [5, 5])["verdict"] == "regression"  # every head round above every base round
+    assert row([5, 5], [4, 5])["verdict"] == "unchanged" and row([5, 5], [4, 4])["verdict"] == "improvement"
+
+
 def test_failures_and_cases_of_one_side_are_listed_and_only_a_head_failure_fails():
     base = ab.pool([[_record(CASE)]], [[{"case": COMPILED, "outcome": "failed", "reason": "CorrectnessError"}]])
     head = ab.pool([[_record(CASE, 1), _record(COMPILED, 1)]])

@@ -165,6 +165,16 @@ def _counted(case: str, method: str, side: Side, commit: str):
                  compiles="codegen" in info)
 
 
+def _overlap(v, base: list[float], head: list[float]):
+    """A counted move stands only where the rounds do not overlap: identical code can count differently
+    in two processes (Inductor's fusion choices, the allocator's state), so a head that matches a value
+    some base round had is no change, whatever the medians say."""
+    if v.verdict == "regression" and v.ci_low <= 1 or v.verdict == "improvement" and v.ci_high >= 1:
+        fmt = lambda xs: ", ".join(f"{x:g}" for x in xs)  # noqa: E731
+        return replace(v, verdict="unchanged", cause=f"the rounds overlap: base {fmt(base)}, head {fmt(head)}")
+    return v
+
+
 def spread(base: Side, head: Side, method: str) -> tuple[float, int, int] | None:
     """(s, ν, k) of this run's own rounds: the pooled standard deviation of log round medians about
     each side's own mean (as between_runs measures A/A runs), its degrees of freedom ν = 2(k - 1),
@@ -307,6 +317,7 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
                         ci_low=min(h.counts[method]) / max(b.counts[method]),
                         ci_high=max(h.counts[method]) / min(b.counts[method]),
                         test="threshold only (counted per round); interval: head's rounds over base's, extremes")
+            v = _overlap(v, b.counts[method], h.counts[method])
             verdicts.append(v)
             rows.append({"case": case, "metric": label, "samples": [len(b.counts[method]), len(h.counts[method])],
                          "rounds": [b.rounds, h.rounds], "_v": v})
