@@ -15,7 +15,9 @@ process against one: the machine's A/A figure and this run's own spread are pool
 of one spread, read with Student's t at their degrees of freedom, and shrunk as the median of k
 offsets does (`between`, about 1/√k), so more rounds find smaller slowdowns at the false-alarm rate
 one process against one would have with that spread known.
-A run's own noise is read from each round's samples, not from the rounds pooled. `--paired` adds
+The gate's within-run term (three robust CVs of the samples) is left out wherever that spread is
+known (an A/A figure, or rounds enough to see one): it stands in for the noise between processes
+only where neither exists, read then from each round's samples, not the rounds pooled. `--paired` adds
 each case's back-to-back ratio to its op's eager case, their rounds interleaved in one process
 (free of the host's drift between processes), listed beside the rest and not gated. Exit 1 on a regression or
 a case that fails at head (or that base reported and head did not), 0 otherwise, 2 on bad input (an
@@ -304,9 +306,15 @@ def judge(base: dict[str, Side], head: dict[str, Side], threshold: float | None 
             # rounds pooled; a run's own noise from its rounds' samples, not the pooled ones
             known = gate.allowance(pb, allow, host)
             noise = [n for n in b.noise.get(method, []) if n is not None]
-            v = gate.judge(pb, ph, threshold, gated=method != PAIRED[1], boxes=boxes,
-                           between=between(b, h, method, known, dofs.get(gate.case_id(pb)) if known else None),
-                           within=statistics.median(noise) if noise else None)
+            spread_k = between(b, h, method, known, dofs.get(gate.case_id(pb)) if known else None)
+            # The gate's within-run term (three robust CVs of one run's samples) stands in for the noise
+            # between processes where a side is one run. Where that noise is known for the rounds
+            # pooled (spread_k), the term only double-counts it: a round whose samples straddle two
+            # clock states has a wide CV but moves the pooled median little, and the bootstrap interval
+            # already holds the samples' spread.
+            within = 0.0 if spread_k is not None else statistics.median(noise) if noise else None
+            v = gate.judge(pb, ph, threshold, gated=method != PAIRED[1], boxes=boxes, between=spread_k,
+                           within=within)
             verdicts.append(v)
             rows.append({"case": case, "metric": label, "samples": [len(b.samples[method]), len(h.samples[method])],
                          "rounds": [b.rounds, h.rounds], "_v": v})
