@@ -25,9 +25,11 @@ def publish(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
-def write_json(path: Path, data) -> None:
+def write_json(path: Path, data, compact: bool = False) -> None:
+    """`compact`: no indentation or spaces, for a run's results document, which is large and read by
+    programs (and every checkout carries each one committed); the rest stay indented for review."""
     tmp = temp_path(path)
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps(data, sort_keys=True, **({"separators": (",", ":")} if compact else {"indent": 1})))
     publish(tmp, path)
 
 

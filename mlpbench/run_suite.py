@@ -286,7 +286,7 @@ def _run_parts(argv: list[str], parts: list[tuple[str, list[str], dict]], json_p
         entry |= _process_cost(path, entry.pop("exited_at"))
     done = [p for p in jsons if p.exists() and p.stat().st_size > 0]
     if done:
-        write_json(json_path, shards.merge(done))
+        write_json(json_path, shards.merge(done), compact=True)
     write_json(outcomes_path, shards.merge_outcomes(outs))
     for p in jsons + outs:
         p.unlink(missing_ok=True)
@@ -343,13 +343,14 @@ def _fold_outcomes(json_path: Path, tmp_outcomes: Path, outcomes_path: Path, run
 
     if not tmp_outcomes.exists():
         if json_path.exists():
-            write_json(json_path, _without_process(json.loads(json_path.read_text())) | {"mlpbench_run": run_info})
+            write_json(json_path, _without_process(json.loads(json_path.read_text())) | {"mlpbench_run": run_info},
+                       compact=True)
             return json_path
         return None
     outcomes = json.loads(tmp_outcomes.read_text())["outcomes"]
     if json_path.exists():
         write_json(json_path, _without_process(json.loads(json_path.read_text()))
-                   | {"outcomes": outcomes, "mlpbench_run": run_info})
+                   | {"outcomes": outcomes, "mlpbench_run": run_info}, compact=True)
         where = json_path
     else:
         write_json(outcomes_path, {"outcomes": outcomes, "mlpbench_run": run_info})

@@ -197,3 +197,13 @@ registry.SHAPES = (huge,) + registry.SHAPES
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines(["*t1048576-h131072* FAILED*", "*t8192-h3072* PASSED*"])
     result.stdout.fnmatch_lines(["*OutOfMemoryError*"])
+
+
+def test_a_results_document_is_written_compact_and_reads_back_the_same(tmp_path):
+    data = {"benchmarks": [{"extra_info": {"device_time_samples_s": [1e-4, 2.5e-4], "case": "a/b/c/d"}}],
+            "version": "5.2.3"}
+    atomic.write_json(tmp_path / "run.json", data, compact=True)
+    atomic.write_json(tmp_path / "doc.json", data)
+    compact, indented = (tmp_path / "run.json").read_text(), (tmp_path / "doc.json").read_text()
+    assert "\n" not in compact and " " not in compact and "\n" in indented
+    assert json.loads(compact) == json.loads(indented) == data
