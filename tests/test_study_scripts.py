@@ -1,5 +1,5 @@
 """The studies' scripts on fabricated runs: what they count and judge must follow from the data, the
-branches `device.sh demo` makes must carry exactly the plants it names, and a study's bundle must give
+branches `same_box.sh demo` makes must carry exactly the plants it names, and a study's bundle must give
 back the documents packed into it."""
 
 import importlib.util
@@ -180,7 +180,7 @@ def test_targets_hold_large_mlps_to_their_own_device_time(tmp_path):
     assert "Required (all tables): 2 met, 2 missed." in text
 
 
-# --- studies/same-box/device.sh demo ---------------------------------------------------------------
+# --- scripts/same_box.sh demo ---------------------------------------------------------------
 
 def _git(repo, *args):
     return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
@@ -191,7 +191,7 @@ def _git(repo, *args):
 def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     repo = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
-    subprocess.run(["bash", "studies/same-box/device.sh", "demo"], cwd=repo, check=True, capture_output=True)
+    subprocess.run(["bash", "scripts/same_box.sh", "demo"], cwd=repo, check=True, capture_output=True)
     base = _git(repo, "rev-parse", "HEAD").strip()
     plant = _git(repo, "diff", base, "demo/plant")
     assert plant.count("\n+    ") == 4 and ".clone().clone()\n" in plant and "< 3000" in plant
@@ -207,10 +207,10 @@ def test_demo_branches_carry_the_named_plants_and_a_bundle_of_them(tmp_path):
     assert dates == sorted(dates, reverse=True) and len(set(dates)) == 6
     assert "demo/bisect" in _git(repo, "bundle", "list-heads", ".commits/demo.bundle")
     # a second run refuses rather than overwrite the branches
-    again = subprocess.run(["bash", "studies/same-box/device.sh", "demo"], cwd=repo, capture_output=True, text=True)
+    again = subprocess.run(["bash", "scripts/same_box.sh", "demo"], cwd=repo, capture_output=True, text=True)
     assert again.returncode == 2 and "demo/plant exists" in again.stderr
     # demo runs here, alone: no OUTDIR, no device step beside it
-    beside = subprocess.run(["bash", "studies/same-box/device.sh", "demo", "trials"], cwd=repo, capture_output=True,
+    beside = subprocess.run(["bash", "scripts/same_box.sh", "demo", "trials"], cwd=repo, capture_output=True,
                             text=True)
     assert beside.returncode == 2 and "without OUTDIR" in beside.stderr
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = ("mlpbench", "tests", "kernels_local", "benchmarks", "scripts")
 # The count today: lower it whenever the tree shrinks, never raise it. A file that needs a home
 # outside the code folders takes the place of one that goes.
-ALLOWED = 86
+ALLOWED = 85
 # Where the tree was to get to, and now is: the report is built (by `mlpbench report`, and on Pages
 # by the nightly), not committed, and the studies' generated pages are sections of their READMEs.
 TARGET = 86

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What this study ran, one step per call. First, here (no device, no OUTDIR):
+# What studies/same-box ran, one step per call. First, here (no device, no OUTDIR):
 #   demo     the study's branches, made on the checked-out commit (it must be clean), and what a
 #            device call needs to rebuild them there (.commits/, read by scripts/gpu_run.sh):
 #     demo/plant   two planted slowdowns sized clearly above what `mlpbench ab` can tell at 3 rounds a
@@ -35,26 +35,26 @@
 # each night returns to; PAIR_REV (default demo/twin) is what `pair` measures: a later commit of the
 # same measured code (where the base night came from an earlier commit, say) serves as well.
 #
-# Usage: bash studies/same-box/device.sh demo              here, on the commit to measure: the branches
+# Usage: bash scripts/same_box.sh demo              here, on the commit to measure: the branches
 #                                                          and .commits/, alone and without OUTDIR
-#        bash studies/same-box/device.sh OUTDIR STEP ...   on a device, after scripts/gpu_run.sh OUTDIR
+#        bash scripts/same_box.sh OUTDIR STEP ...   on a device, after scripts/gpu_run.sh OUTDIR
 #                                                          commit (which rebuilds main and fetches the
 #                                                          demo branches from .commits/demo.bundle)
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 demo() {  # the branches and .commits/, here (under set -e)
     if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-        echo "device.sh demo: the checkout has uncommitted changes; the device rebuilds the commit, not them" >&2
+        echo "same_box.sh demo: the checkout has uncommitted changes; the device rebuilds the commit, not them" >&2
         exit 2
     fi
     if [ -e .commits/demo ] || [ -e .commits/demo.patch ]; then  # gpu_run.sh would apply it on top of main
-        echo "device.sh demo: .commits/ holds another demo (demo, demo.patch); move it away first" >&2
+        echo "same_box.sh demo: .commits/ holds another demo (demo, demo.patch); move it away first" >&2
         exit 2
     fi
     for b in demo/plant demo/twin demo/bisect; do
         if git rev-parse -q --verify "refs/heads/$b" > /dev/null; then
-            echo "device.sh demo: branch $b exists; delete it (git branch -D $b) to make it again" >&2
+            echo "same_box.sh demo: branch $b exists; delete it (git branch -D $b) to make it again" >&2
             exit 2
         fi
     done
@@ -74,9 +74,9 @@ demo() {  # the branches and .commits/, here (under set -e)
     mlp=$tree/mlpbench/ops/_gated.py
     gelu=$tree/kernels_local/gelu_mul/torch-ext/gelu_mul/_gelu_mul.py
     eager_forward='            return self.down_proj(step(self.gate_proj(x), self.up_proj(x)))'
-    grep -qxF "$eager_forward" "$mlp" || { echo "device.sh demo: the gated MLP's forward in $mlp changed" >&2; exit 2; }
-    grep -qx 'def _planned_forward(gate, up):' "$gelu" || { echo "device.sh demo: no _planned_forward in $gelu" >&2; exit 2; }
-    grep -qx 'import math' "$gelu" || { echo "device.sh demo: no 'import math' line in $gelu to import time after" >&2; exit 2; }
+    grep -qxF "$eager_forward" "$mlp" || { echo "same_box.sh demo: the gated MLP's forward in $mlp changed" >&2; exit 2; }
+    grep -qx 'def _planned_forward(gate, up):' "$gelu" || { echo "same_box.sh demo: no _planned_forward in $gelu" >&2; exit 2; }
+    grep -qx 'import math' "$gelu" || { echo "same_box.sh demo: no 'import math' line in $gelu to import time after" >&2; exit 2; }
     plant_mlp() {  # plant_mlp COPIES: the gated MLP's output copied COPIES times
         local copies
         copies=$(printf '.clone()%.0s' $(seq "$1"))
@@ -109,7 +109,7 @@ demo() {  # the branches and .commits/, here (under set -e)
     git cat-file commit "$base" > .commits/main
     git ls-files > .commits/files.txt
     git bundle create -q .commits/demo.bundle demo/plant demo/twin demo/bisect --not "$base"
-    echo "device.sh demo: on ${base:0:12}:"
+    echo "same_box.sh demo: on ${base:0:12}:"
     git log --format='  %h %s' "$base"..demo/plant
     git log --reverse --format='  %h %s' "$base"..demo/bisect
     echo "  .commits/ written; the bad commit is $(git rev-parse --short demo/bisect~2)"
@@ -117,7 +117,7 @@ demo() {  # the branches and .commits/, here (under set -e)
 
 if [ "${1:-}" = demo ]; then
     if [ $# -ne 1 ]; then
-        echo "device.sh: demo runs here, alone and without OUTDIR: bash studies/same-box/device.sh demo" >&2
+        echo "same_box.sh: demo runs here, alone and without OUTDIR: bash scripts/same_box.sh demo" >&2
         exit 2
     fi
     set -euo pipefail
@@ -126,7 +126,7 @@ if [ "${1:-}" = demo ]; then
 fi
 
 set -uo pipefail
-out=${1:?usage: device.sh demo | device.sh OUTDIR STEP ...}
+out=${1:?usage: same_box.sh demo | same_box.sh OUTDIR STEP ...}
 shift
 export PYTHONUNBUFFERED=1
 BENCH=${BENCH:-'^standard\.Mlp(Device|Codegen)\.'}
@@ -151,7 +151,7 @@ night() {  # night NAME REV CASES [nightly options]: the nightly of REV, its fil
     git checkout -q -f "$BASE_REV"
 }
 
-[ -x /usr/bin/time ] || { echo "device.sh: /usr/bin/time is missing (it times each step)"; exit 2; }
+[ -x /usr/bin/time ] || { echo "same_box.sh: /usr/bin/time is missing (it times each step)"; exit 2; }
 python3 -m asv machine --yes > /dev/null 2>&1
 for step in "$@"; do
     case $step in
@@ -173,7 +173,7 @@ for step in "$@"; do
             --op mlp --variant eager --variant compiled --dtype bf16 "${shapes[@]}" --rounds "${ROUNDS:-2}" \
             --results "$out/counted/rounds" --markdown "$out/counted/ab.md" > "$out/counted/ab.log" 2>&1
         echo "counted ab rc=$?"; tail -3 "$out/counted/ab.log" ;;
-    demo) echo "device.sh: demo runs here, alone and without OUTDIR: bash studies/same-box/device.sh demo"; exit 2 ;;
+    demo) echo "same_box.sh: demo runs here, alone and without OUTDIR: bash scripts/same_box.sh demo"; exit 2 ;;
     *) echo "unknown step $step (valid: record pair bisect trials counted; demo runs alone, here)"; exit 2 ;;
     esac
 done
