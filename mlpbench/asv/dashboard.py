@@ -130,11 +130,17 @@ def stale_banner(html_dir: Path, lines: list[str] | None = None) -> bool:
         banner = (f'<div id="{BANNER_ID}" title="click to hide" onclick="this.remove()" style="position:fixed;'
                   f'top:55px;left:0;right:0;z-index:2000;background:#f2dede;color:#a94442;padding:8px 16px;'
                   f'border-bottom:1px solid #ebccd1">{items}</div>')
-        text, n = re.subn(r"(<body\b[^>]*>)", lambda m: m.group(1) + "\n    " + banner, text, count=1)
-        if n != 1:
-            raise DashboardError(f"{page}: no <body> tag to put the stale machines' banner in")
+        text = _after_body(text, banner, page, "the stale machines' banner")
     page.write_text(text, encoding="utf-8")
     return bool(lines)
+
+
+def _after_body(text: str, block: str, page: Path, what: str) -> str:
+    """`text` with `block` right after its <body> tag; DashboardError naming `what` where there is none."""
+    text, n = re.subn(r"(<body\b[^>]*>)", lambda m: m.group(1) + "\n    " + block, text, count=1)
+    if n != 1:
+        raise DashboardError(f"{page}: no <body> tag to put {what} in")
+    return text
 
 
 def note_portability(html_dir: Path, results_root: Path) -> str:
@@ -187,9 +193,7 @@ def portability_panel(html_dir: Path) -> bool:
                  f'background:#d9edf7;color:#31708f;padding:8px 16px;border:1px solid #bce8f1">'
                  f'<strong>Across machines.</strong> {html.escape(line)} '
                  f'<a href="{PORTABILITY}">The cross-GPU table</a></div>')
-        text, n = re.subn(r"(<body\b[^>]*>)", lambda m: m.group(1) + "\n    " + panel, text, count=1)
-        if n != 1:
-            raise DashboardError(f"{page}: no <body> tag to put the portability panel in")
+        text = _after_body(text, panel, page, "the portability panel")
     page.write_text(text, encoding="utf-8")
     return bool(line)
 
