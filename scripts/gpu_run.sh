@@ -26,6 +26,9 @@
 #   dualtests  kernels_local/gated_dual_gemm's tests and the kernel repositories' build tests
 #   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover,
 #          --layouts, --backward)
+#   elementwise  scripts/elementwise_sweep.py: our elementwise kernels' launch-table sweep
+#   paired  `mlpbench run --tier standard --paired` of PAIRED_OPS (default: the ops of
+#          studies/paired-host), into OUTDIR/paired/
 #   commit only rebuild the checked-out commit (above) and print it: before commands of one's own
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
@@ -222,9 +225,18 @@ print(sum(bool(re.search(sys.argv[1], n)) for n in json.load(open("results/asv/b
         timeout "${SWEEP_TIMEOUT:-240}" python3 scripts/dual_gemm_sweep.py ${SWEEP_ARGS:-} \
             --output "$out/dual-gemm-${SWEEP_NAME:-sweep}.json" > "$out/${SWEEP_NAME:-sweep}.log" 2>&1
         echo "sweep rc=$?"; grep "^best" "$out/${SWEEP_NAME:-sweep}.log" ;;
+    elementwise)
+        timeout "${SWEEP_TIMEOUT:-300}" python3 scripts/elementwise_sweep.py --output "$out/elementwise-sweep.json" \
+            > "$out/elementwise-sweep.log" 2>&1
+        echo "elementwise sweep rc=$?"; grep -E "^best|wall" "$out/elementwise-sweep.log" ;;
+    paired)
+        read -r -a ops <<< "$(printf -- '--op %s ' ${PAIRED_OPS:-mlp swiglu_mlp gelu_mul silu_mul gelu_mul_train llama_model gemma_model})"
+        /usr/bin/time -f "paired wall %e s" python3 -m mlpbench.cli run --tier standard --paired \
+            --results "$out/paired" "${ops[@]}" > "$out/paired.log" 2>&1
+        echo "paired rc=$?"; grep -E "wall|passed|failed" "$out/paired.log" | tail -3 ;;
     commit)
         echo "commit $head" ;;
-    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned dualtests sweep commit)"; exit 2 ;;
+    *) echo "unknown step $step (valid: tests run runops asv nightly aa slowdown shards compiled after asvdemo alone pinned dualtests sweep elementwise paired commit)"; exit 2 ;;
     esac
 done
 echo "== done $(date -u +%T)"
