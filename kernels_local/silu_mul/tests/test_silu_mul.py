@@ -365,7 +365,7 @@ def test_cpu_without_interpreter_says_how():
 def test_tile(impl, element_size, n_rows, n_cols):
     block_m, block_n = impl._tile(n_rows, n_cols, element_size)
     assert block_m >= 1 and block_m & (block_m - 1) == 0 and block_n & (block_n - 1) == 0
-    tile_elements = impl._TILE_BYTES // element_size
+    tile_elements = impl._launch_config(element_size)[0] // element_size
     assert block_m * block_n <= tile_elements
     # As wide as the row (up to a whole tile), and short rows stacked until the
     # tile is full or the rows run out.
@@ -507,7 +507,7 @@ def test_kernelize_swiglu_mlp_torch_compile(kernel, impl, launches, training):
 def test_contiguous_tensors_are_seen_as_rows_of_one_tile_and_strided_halves_keep_their_rows(kernel):
     """Consecutive programs move consecutive memory for contiguous inputs (a flat kernel's order)."""
     impl = importlib.import_module(kernel.__name__ + "._silu_mul")
-    tile = impl._TILE_BYTES // 2
+    tile = impl._launch_config(2)[0] // 2
     g = torch.randn(8, 3 * tile, dtype=torch.bfloat16)
     assert [t.shape for t in impl._rows_of([g, g])] == [(24, tile)] * 2
     merged = torch.randn(8, 6 * tile, dtype=torch.bfloat16)

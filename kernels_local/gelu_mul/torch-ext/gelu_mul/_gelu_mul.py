@@ -51,21 +51,21 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 # --------------------------------------------------------------------------- #
-# Launch configuration: the one place to tune after an H200 sweep.
+# Launch configuration: the one place to tune (scripts/elementwise_sweep.py sweeps it).
 # --------------------------------------------------------------------------- #
-# Rows are (largest tensor size in bytes, bytes per program and tensor, num_warps);
-# the first row whose size bound holds wins.  Bytes rather than elements, so one
-# table serves every dtype.  A block-size sweep on an H200 favoured configs that give
-# each thread exactly one 16-byte vector per tensor (block bytes = num_warps * 32 * 16),
-# with 1, 2 and 4 KiB blocks level for large tensors and 2 KiB / 4 warps best or tied
-# on launch-bound ones, so a single row for now.  What it achieves in the suite is in
-# docs/results/h200.md (`mlpbench run --op gelu_mul` reproduces it; the sweep is not kept).
-# The sweep was of contiguous tensors (flat blocks); strided rows use the same
-# bytes per program, as BLOCK_M × BLOCK_N tiles.
+# Rows are (element size in bytes, or None for any; largest tensor size in bytes; bytes per
+# program and tensor; num_warps); the first row whose element size and size bound hold wins.
+# Bytes rather than elements, so that one row serves every dtype of a size.
+# - 2-byte dtypes: 2 KiB over 4 warps, exactly one 16-byte vector per thread and tensor, the
+#   config that tied or won for large and launch-bound tensors alike in the H200 sweep.
+# - float32: 2 KiB over 8 warps, two elements (8 bytes) per thread: the config Inductor's
+#   autotuner picks for its own fused float32 kernel of large tensors on Hopper (the codegen
+#   each compiled case records), where one vector per thread left ours behind it.
+# Strided rows use the same bytes per program, as BLOCK_M × BLOCK_N tiles.
 _CONFIG_TABLE = (
-    (float("inf"), 2048, 4),
+    (4, float("inf"), 2048, 8),
+    (None, float("inf"), 2048, 4),
 )
-
 # CUDA caps grid dimensions 1 and 2 at 65535 blocks.  Column tiles go on dimension 0
 # (cap 2**31 - 1, enough for one row of any tensor), row tiles on dimension 1: more
 # row tiles than that are launched in several grids (see _launch).
@@ -75,11 +75,13 @@ _MAX_GRID_Y = 65535
 def _launch_config(numel: int, element_size: int) -> tuple[int, int]:
     """(elements per program and tensor, num_warps) for tensors of `numel` elements."""
     nbytes = numel * element_size
-    for max_bytes, block_bytes, num_warps in _CONFIG_TABLE:
+    for size, max_bytes, block_bytes, num_warps in _CONFIG_TABLE:
+        if size not in (None, element_size):
+            continue
         # An unbounded row is not compared: numel may be symbolic (a SymInt while torch.compile traces).
         if max_bytes == float("inf") or nbytes <= max_bytes:
             return block_bytes // element_size, num_warps
-    raise AssertionError("unreachable: the last row of _CONFIG_TABLE is unbounded")
+    raise AssertionError("unreachable: the last row of _CONFIG_TABLE is unbounded and serves every size")
 
 
 def _needs_int64(extent: int, block_size: int) -> bool:

@@ -33,11 +33,26 @@ except ImportError:  # pragma: no cover - a Triton without the interpreter
 
 _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
-# Each program moves one tile of _TILE_BYTES per tensor: 2 KiB over 4 warps is one
-# 16-byte vector per thread and tensor.  Bytes rather than elements, so every dtype
-# gets the same traffic per program.  Not tuned on a GPU yet.
-_TILE_BYTES = 2048
-_NUM_WARPS = 4
+# Launch configuration: the one place to tune (scripts/elementwise_sweep.py sweeps it).
+# Rows are (element size in bytes, or None for any; bytes per program and tensor; num_warps);
+# the first row whose element size holds wins.  Bytes rather than elements, so every dtype of a
+# size gets the same traffic per program.
+# - 2-byte dtypes: 2 KiB over 4 warps, one 16-byte vector per thread and tensor.
+# - float32: 2 KiB over 8 warps, two elements (8 bytes) per thread: the config Inductor's
+#   autotuner picks for its own fused float32 kernel of large tensors on Hopper (the codegen
+#   each compiled case records), where one vector per thread left ours behind it.
+_CONFIG_TABLE = (
+    (4, 2048, 8),
+    (None, 2048, 4),
+)
+
+
+def _launch_config(element_size: int) -> tuple[int, int]:
+    """(bytes per program and tensor, num_warps) for tensors of `element_size`-byte elements."""
+    for size, tile_bytes, num_warps in _CONFIG_TABLE:
+        if size in (None, element_size):
+            return tile_bytes, num_warps
+    raise AssertionError("unreachable: the last row of _CONFIG_TABLE serves every element size")
 
 # CUDA caps grid dimensions 1 and 2 at 65535 blocks; column tiles go there (row
 # tiles use dimension 0, whose cap is 2**31 - 1).
@@ -152,7 +167,7 @@ def _rows_of(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     ran measurably below Inductor's flat kernel at large MLP shapes in the suite
     (`mlpbench run --op silu_mul`).  Strided rows keep their [rows, last dim] layout.
     """
-    tile = _TILE_BYTES // tensors[0].element_size()
+    tile = _launch_config(tensors[0].element_size())[0] // tensors[0].element_size()
     if all(t.is_contiguous() for t in tensors) and tensors[0].numel() % tile == 0:
         return [t.reshape(-1, tile) for t in tensors]
     return [_as_rows(t) for t in tensors]
@@ -166,11 +181,11 @@ def _pow2_up_to(n, cap: int) -> int:
 
 
 def _tile(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N): a tile of about _TILE_BYTES per tensor, as wide as the row allows.
+    """(BLOCK_M, BLOCK_N): a tile of _launch_config's bytes per tensor, as wide as the row allows.
 
     Short rows get several rows per tile, so each program still moves a whole tile.
     """
-    tile_elements = _TILE_BYTES // element_size
+    tile_elements = _launch_config(element_size)[0] // element_size
     block_n = _pow2_up_to(n_cols, tile_elements)
     block_m = _pow2_up_to(n_rows, tile_elements // block_n)
     return block_m, block_n
@@ -208,7 +223,8 @@ def _launch(kernel, device, tensors, tensor_args):
     """Run `kernel` on `tensor_args` (the tensors as the kernel reads them), planned from `tensors`."""
     grid, scalars, constexprs = _plan(tensors)
     with _on_device(device):
-        launcher(kernel)(grid, (*tensor_args, *scalars), constexprs, num_warps=_NUM_WARPS)
+        launcher(kernel)(grid, (*tensor_args, *scalars), constexprs,
+                         num_warps=_launch_config(tensors[0].element_size())[1])
 
 
 # --------------------------------------------------------------------------- #
@@ -359,7 +375,7 @@ def _traced_launch(kernel, inputs, outputs) -> None:
     launch may be planned on other views of them (_rows_of)."""
     rows = [_as_rows(t) for t in inputs] + list(outputs)
     grid, scalars, constexprs = _plan(_rows_of(rows))
-    kernel[grid](*rows, *scalars, **constexprs, num_warps=_NUM_WARPS)
+    kernel[grid](*rows, *scalars, **constexprs, num_warps=_launch_config(rows[0].element_size())[1])
 
 
 def _traced_forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -439,11 +455,12 @@ def _plain(*tensors) -> bool:
 
 
 def _in_place_plan(tensors):
-    """(token, *_plan) of the tensors as they lie, or None where the kernels would need a copy of one."""
+    """(token, *_plan, num_warps) of the tensors as they lie, or None where the kernels would need a
+    copy of one."""
     rows = _rows_of(list(tensors))
     if any(r.data_ptr() != t.data_ptr() for r, t in zip(rows, tensors)):
         return None
-    return token(), *_plan(rows)
+    return token(), *_plan(rows), _launch_config(rows[0].element_size())[1]
 
 
 def _planned_forward(gate, up):
@@ -458,7 +475,7 @@ def _planned_forward(gate, up):
     if not plan:
         return _general_forward(gate, up)
     with _on_device(gate.device):
-        launcher(_silu_mul_fwd_kernel).planned(plan[0], plan[1], (gate, up, out), *plan[2:], num_warps=_NUM_WARPS)
+        launcher(_silu_mul_fwd_kernel).planned(plan[0], plan[1], (gate, up, out), *plan[2:4], num_warps=plan[4])
     return out
 
 
@@ -477,8 +494,8 @@ def _planned_backward(grad, gate, up):
     if not plan:
         return _general_backward(grad, gate, up)
     with _on_device(gate.device):
-        launcher(_silu_mul_bwd_kernel).planned(plan[0], plan[1], (grad, gate, up, grad_gate, grad_up), *plan[2:],
-                                               num_warps=_NUM_WARPS)
+        launcher(_silu_mul_bwd_kernel).planned(plan[0], plan[1], (grad, gate, up, grad_gate, grad_up), *plan[2:4],
+                                               num_warps=plan[4])
     return grad_gate, grad_up
 
 
