@@ -28,7 +28,7 @@
 #          --layouts, --backward)
 #   elementwise  scripts/elementwise_sweep.py: our elementwise kernels' launch-table sweep
 #   paired  `mlpbench run --tier standard --paired` of PAIRED_OPS (default: the ops of
-#          studies/paired-host), into OUTDIR/paired/
+#          studies/paired-host) and of PAIRED_DTYPES (default: every dtype), into OUTDIR/paired/
 #   commit only rebuild the checked-out commit (above) and print it: before commands of one's own
 #
 # Usage: bash scripts/gpu_run.sh OUTDIR [STEP ...]     (default steps: tests run asv)
@@ -249,6 +249,7 @@ print(sum(bool(re.search(sys.argv[1], n)) for n in json.load(open("results/asv/b
         echo "elementwise sweep rc=$?"; grep -E "^best|wall" "$out/elementwise-sweep.log" ;;
     paired)
         read -r -a ops <<< "$(printf -- '--op %s ' ${PAIRED_OPS:-mlp swiglu_mlp gelu_mul silu_mul gelu_mul_train llama_model gemma_model})"
+        [ -n "${PAIRED_DTYPES:-}" ] && read -r -a dts <<< "$(printf -- '--dtype %s ' $PAIRED_DTYPES)" && ops+=("${dts[@]}")
         /usr/bin/time -f "paired wall %e s" python3 -m mlpbench.cli run --tier standard --paired \
             --results "$out/paired" "${ops[@]}" > "$out/paired.log" 2>&1
         echo "paired rc=$?"; grep -E "wall|passed|failed" "$out/paired.log" | tail -3 ;;
