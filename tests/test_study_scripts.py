@@ -169,7 +169,8 @@ def test_a_miss_inside_the_pairs_noise_is_parity_and_one_beyond_it_is_missed(tmp
     row = lambda text: next(line for line in text.splitlines() if line.startswith(f"| {big.format('ours')} | ≤ compiled"))
     # 0.97 / 0.95 misses the bound, but the pairs spread so far that the interval reaches 1
     assert row(targets.report([noisy])).endswith("| parity within noise (0 of 1 runs met) |")
-    assert "0 met, 0 missed, 1 at parity within noise" in targets.report([noisy])
+    # (the met one: its host time within 1.10× of its own device time)
+    assert "1 met, 0 missed, 1 at parity within noise" in targets.report([noisy])
     # 0.962 / 0.950 with pairs a thousandth apart: beyond the noise
     assert row(targets.report([clear])).endswith("| **missed** (0 of 1 runs met) |")
     # a run beyond its noise makes the row missed whatever the other run says
