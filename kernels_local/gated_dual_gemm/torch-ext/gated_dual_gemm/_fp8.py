@@ -32,6 +32,7 @@ wrapped in torch.compiler.disable).
 """
 
 import functools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -76,6 +77,13 @@ def _check_fp8_config(config) -> tuple:
     if config[2] < 32:
         raise ValueError(f"_config BLOCK_K={config[2]}: an FP8 dot needs K tiles of at least 32")
     return config
+
+
+def _as_rows(x: torch.Tensor) -> torch.Tensor:
+    """x as [rows, k] with a contiguous last dimension (_rows), rows of length 0 included."""
+    if x.shape[-1] == 0:
+        return x.new_empty((math.prod(x.shape[:-1]), 0))
+    return _rows(x)
 
 
 # --------------------------------------------------------------------------- #
@@ -204,10 +212,10 @@ def quantize_rows_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if x.dim() < 1:
         raise ValueError("quantize_rows_fp8: x must have at least one dimension (the rows' length)")
     k = x.shape[-1]
-    x2 = _rows(x)
-    rows = x2.shape[0]
+    rows = math.prod(x.shape[:-1])
     if rows == 0 or k == 0 or _quantize_reason(x) is not None:
         return quantize_rows_fp8_reference(x)
+    x2 = _rows(x)
     q = torch.empty(x.shape, dtype=FP8_DTYPE, device=x.device)
     scale = torch.empty((*x.shape[:-1], 1), dtype=torch.float32, device=x.device)
     grid, constexprs, warps = _quantize_plan(rows, k)
@@ -396,7 +404,7 @@ def fp8_fallback_reason(x_q: torch.Tensor, w_gate_q: torch.Tensor, w_up_q: torch
     if w_gate_q.dim() != 2 or x_q.dim() < 1 or x_q.shape[-1] != w_gate_q.shape[1]:
         raise ValueError(f"fp8_fallback_reason: x_q.shape={tuple(x_q.shape)} and w_gate_q.shape="
                          f"{tuple(w_gate_q.shape)} are not [..., dim] and [hidden, dim]")
-    x2 = _rows(x_q)
+    x2 = _as_rows(x_q)
     reason = _fp8_reason(x2, w_gate_q, w_up_q)
     return None if reason is None else f"{reason}; computed by {_fallback_path(x2, w_gate_q, w_up_q)}"
 
@@ -448,7 +456,7 @@ def gated_dual_gemm_fp8(x_q: torch.Tensor, x_scale: torch.Tensor, w_gate_q: torc
     _check_fp8(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation)
     n, k = w_gate_q.shape
     out_shape = (*x_q.shape[:-1], n)
-    x2 = _rows(x_q)
+    x2 = _as_rows(x_q)
     m = x2.shape[0]
     if m == 0 or n == 0 or k == 0:  # nothing to compute, or act(0)·0
         return torch.zeros(out_shape, dtype=torch.bfloat16, device=x_q.device)
