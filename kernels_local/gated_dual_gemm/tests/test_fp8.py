@@ -29,7 +29,9 @@ ACTS = {"gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "silu": F.silu}
 # accumulation (fewer mantissa bits than float32, error growing with dim): 2e-2 at dim <= 4096.
 # Under the interpreter, float32 accumulation and its coarser bf16 rounding (about 3.4e-3 seen).
 TOL = 2e-2 if DEVICE == "cuda" else 1e-2
-SMALL = (32, 32, 32, 2, 4, 2, 1)  # a tiny tile for the interpreter: many programs, every edge masked
+# Small tiles: many programs, every edge masked. Under the interpreter as small as an FP8 dot goes; on
+# a GPU the smallest wgmma tiles (64 rows a warpgroup), K tiles of 128 bytes.
+SMALL = (32, 32, 32, 2, 4, 2, 1) if DEVICE == "cpu" else (64, 64, 128, 2, 4, 3, 2)
 E4M3 = torch.float8_e4m3fn
 
 
@@ -147,11 +149,13 @@ def test_fp8_forward(kernel, shape, act):
 @pytest.mark.parametrize("tma", [False, True], ids=["pointers", "descriptors"])
 @pytest.mark.parametrize("persistent", [0, 1, 2])
 def test_fp8_tile_walks_and_loads(kernel, persistent, tma):
-    """Every way of walking tiles and of loading them covers a ragged grid: 67 rows and 104 columns
-    of h (208 bytes a row: with descriptors h is stored through one too) in 32 × 32 tiles, dim 96
-    (three K tiles)."""
-    ops = operands(kernel, 67, 96, 104, seed=4)
-    h = kernel.gated_dual_gemm_fp8(*ops, "silu", _config=(32, 32, 32, 2, 4, 2, persistent), _tma=tma)
+    """Every way of walking tiles and of loading them covers a ragged grid of SMALL tiles, more tiles
+    than programs: under the interpreter 67 rows and 104 columns of h (208 bytes a row: with
+    descriptors h is stored through one too) in 32 × 32 tiles, dim 96 (three K tiles); on a GPU 4500
+    × 1040 in 64 × 64 tiles (1207 of them), dim 384 (three K tiles)."""
+    shape = (67, 96, 104) if DEVICE == "cpu" else (4500, 384, 1040)
+    ops = operands(kernel, *shape, seed=4)
+    h = kernel.gated_dual_gemm_fp8(*ops, "silu", _config=(*SMALL[:6], persistent), _tma=tma)
     assert rel_err(h, reference(*ops, "silu")) <= TOL
 
 

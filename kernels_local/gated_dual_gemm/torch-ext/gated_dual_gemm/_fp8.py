@@ -174,7 +174,9 @@ def quantize_rows_fp8_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Te
         amax = xf.new_zeros((*x.shape[:-1], 1))
     else:
         amax = xf.abs().amax(dim=-1, keepdim=True)
-    scale = amax.clamp_min(FP8_TINY) / FP8_MAX
+    # Divided by a tensor, not a Python number: on CUDA PyTorch divides by a scalar as a product
+    # with its reciprocal, which is not always the IEEE quotient the kernel computes.
+    scale = amax.clamp_min(FP8_TINY) / torch.full_like(amax, FP8_MAX)
     return (xf / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE), scale
 
 
