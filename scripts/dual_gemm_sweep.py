@@ -2,6 +2,7 @@
 CONFIGS table, and from how many tokens the fused kernel pays (MIN_FUSED_TOKENS).
 
     python3 scripts/dual_gemm_sweep.py --output studies/<name>/dual-gemm-sweep.json
+    python3 scripts/dual_gemm_sweep.py --fp8 --output FILE     # the FP8 kernel's CONFIGS_FP8 (Hopper)
 
 Every candidate is first checked against float64 (as the suite checks every case), then timed by
 CUDA-graph replay with the suite's own timer (mlpbench.timing.device_time), beside the unfused
@@ -228,6 +229,125 @@ def _train(dg, names, dtypes, gen, record) -> None:
             torch.cuda.empty_cache()
 
 
+# --fp8: the FP8 (e4m3) kernel, gated_dual_gemm_fp8, on Hopper. Each candidate is checked against
+# float64 from the dequantized operands, then timed beside the unfused FP8 path it replaces (quantize
+# x, two torch._scaled_mm with row-wise scales, PyTorch's act·mul: `fp8_unfused_scaled_mm`) and bf16's
+# dual GEMM at the same shape (the package's policy, two weights and interleaved). At most 8
+# candidates: each compiles for three specialisations of the shapes (all multiples of 16, one token,
+# 333 × 3000), which with the timing keeps the whole mode within about 200 s on an H100.
+FP8_CANDIDATES = (
+    (128, 128, 128, 8, 8, 3, 2),  # CONFIGS_FP8["prefill"]
+    (128, 128, 128, 8, 8, 3, 1),
+    (128, 128, 128, 8, 8, 3, 0),
+    (128, 128, 128, 8, 8, 4, 2),  # 192 KiB of stages and 32 KiB for h's tile: may not fit
+    (128, 128, 64, 8, 8, 4, 2),
+    (128, 64, 128, 8, 4, 4, 2),
+    (64, 128, 128, 8, 4, 4, 0),  # CONFIGS_FP8["decode"]
+    (64, 64, 128, 8, 4, 4, 0),
+)
+FP8_SHAPES = ((8192, 768, 3072), (8192, 4096, 14336), (4096, 2048, 16384), (1, 2048, 16384), (333, 768, 3000))
+# max |h - ref| / max |ref|: bf16's rounding of h and Hopper's fast FP8 accumulation (dim up to 4096)
+FP8_TOLERANCE = 3e-2
+
+
+def _fp8(dg, gen, record) -> None:
+    for m, k, n in FP8_SHAPES:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+        wg = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) * (2 / k**0.5)
+        wu = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) / k**0.5
+        xq, xs = dg.quantize_rows_fp8(x)
+        (gq, gs), (uq, us) = dg.quantize_rows_fp8(wg), dg.quantize_rows_fp8(wu)
+        gs, us = gs.view(-1), us.view(-1)
+        base = dict(dtype="fp8", tokens=m, dim=k, hidden=n, why="fp8")
+        flops = 2 * 2 * m * k * n
+        reason = dg.fp8_fallback_reason(xq, gq)
+        if reason is not None:
+            record(**base, impl="fp8_fused", error=f"fallback: {reason}")
+        xd = xq.double() * xs.double()
+        ref = F.gelu(xd @ (gq.double() * gs.double()[:, None]).T, approximate="tanh")
+        ref *= xd @ (uq.double() * us.double()[:, None]).T
+        del xd
+        ref_max = ref.abs().max().item() or 1.0
+
+        def check(fn) -> float:
+            err = ((fn().double() - ref).abs().max() / ref_max).item()
+            if not err <= FP8_TOLERANCE:
+                raise AssertionError(f"max error {err:.2e} of max |h| exceeds {FP8_TOLERANCE:.0e}")
+            return err
+
+        # torch._scaled_mm wants both dimensions of its column-major operand to be multiples of 16:
+        # hidden sizes that are not (3000) get weights padded once, here, and the output sliced.
+        n16 = -(-n // 16) * 16
+        pad = n16 - n
+
+        def padded(w, s):
+            return (torch.cat((w, w.new_zeros(pad, k))) if pad else w,
+                    (torch.cat((s, s.new_ones(pad))) if pad else s).view(1, -1))
+
+        (gqp, gsp), (uqp, usp) = padded(gq, gs), padded(uq, us)
+
+        def two_scaled_mm(q, s):
+            g = torch._scaled_mm(q, gqp.t(), scale_a=s, scale_b=gsp, out_dtype=torch.bfloat16)
+            u = torch._scaled_mm(q, uqp.t(), scale_a=s, scale_b=usp, out_dtype=torch.bfloat16)
+            return (g[:, :n], u[:, :n]) if pad else (g, u)
+
+        def unfused():
+            g, u = two_scaled_mm(*dg.quantize_rows_fp8(x))
+            return F.gelu(g, approximate="tanh") * u
+
+        def with_quantize():
+            return dg.gated_dual_gemm_fp8(*dg.quantize_rows_fp8(x), gq, gs, uq, us)
+
+        w = dg.interleave(wg, wu)
+        runs = [("fp8_quantize_x", None, lambda: dg.quantize_rows_fp8(x), False),
+                ("fp8_two_scaled_mm", None, lambda: two_scaled_mm(xq, xs), False),
+                ("fp8_unfused_scaled_mm", None, unfused, True),
+                ("bf16_gate_up_act_mul", None, lambda: dg.gate_up_act_mul(x, wg, wu), False),
+                ("bf16_gate_up_act_mul_interleaved", None, lambda: dg.gate_up_act_mul_interleaved(x, w), False)]
+        if reason is None:
+            runs += [("fp8_fused", cfg, lambda cfg=cfg: dg.gated_dual_gemm_fp8(xq, xs, gq, gs, uq, us, _config=cfg),
+                      True) for cfg in FP8_CANDIDATES]
+            runs += [("fp8_table", dg.fp8_config(m), lambda: dg.gated_dual_gemm_fp8(xq, xs, gq, gs, uq, us), True),
+                     ("fp8_table_with_quantize", dg.fp8_config(m), with_quantize, True)]
+        for impl, cfg, fn, checked in runs:
+            extra = {"config": list(cfg)} if cfg else {}
+            if impl.startswith("fp8_") and pad and "scaled_mm" in impl:
+                extra["padded_hidden"] = n16
+            started = time.perf_counter()
+            try:
+                if checked:
+                    extra["max_rel_err"] = check(fn)
+                t = _time(fn)
+            except Exception as exc:  # noqa: BLE001 - a candidate that does not build is a finding
+                record(**base, impl=impl, **extra, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            record(**base, impl=impl, **extra, tflops=flops / (t["median_us"] * 1e-6) / 1e12,
+                   first_call_s=time.perf_counter() - started, **t)
+        del x, wg, wu, xq, xs, gq, gs, uq, us, ref, gqp, gsp, uqp, usp, w
+        torch.cuda.empty_cache()
+
+
+def _fp8_best(rows) -> None:
+    """One `best` line per FP8 shape: the fastest candidate, beside the table's entry and the baselines."""
+    for m, k, n in FP8_SHAPES:
+        at = {r["impl"] if r["impl"] != "fp8_fused" else ("fp8_fused", tuple(r["config"])): r for r in rows
+              if (r["dtype"], r["tokens"], r["dim"], r["hidden"]) == ("fp8", m, k, n) and "median_us" in r}
+        fused = [r for key, r in at.items() if isinstance(key, tuple)]
+        if not fused:
+            print(f"best ('fp8', {m}, {k}, {n}): no FP8 candidate ran (see the rows' errors)")
+            continue
+        r = min(fused, key=lambda r: r["median_us"])
+
+        def us(name):
+            return f"{at[name]['median_us']:.1f} us" if name in at else "n/a"
+
+        print(f"best ('fp8', {m}, {k}, {n}): {r['config']} fp8_fused {r['median_us']:.1f} us ({r['tflops']:.0f} TFLOP/s, "
+              f"max err {r['max_rel_err']:.1e}); table {at.get('fp8_table', {}).get('config')} {us('fp8_table')}, "
+              f"with quantize {us('fp8_table_with_quantize')}; unfused FP8 (quantize, 2 _scaled_mm, act·mul) "
+              f"{us('fp8_unfused_scaled_mm')}; bf16 dual GEMM {us('bf16_gate_up_act_mul')}, "
+              f"interleaved {us('bf16_gate_up_act_mul_interleaved')}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--output", type=Path, required=True)
@@ -240,6 +360,8 @@ def main(argv=None) -> int:
                     help="forward + backward of act(x·Wgᵀ)·(x·Wuᵀ): ours (backward by recomputation) against eager")
     ap.add_argument("--train", action="store_true",
                     help="the interleaved kernel saving gate and up for training, and forward + backward against eager")
+    ap.add_argument("--fp8", action="store_true",
+                    help="the FP8 (e4m3) kernel's candidates against two torch._scaled_mm and bf16's dual GEMM (Hopper)")
     a = ap.parse_args(argv)
     dg = sources.local_kernel("gated_dual_gemm")
     ours = sources.local_kernel("gelu_mul")
@@ -252,6 +374,9 @@ def main(argv=None) -> int:
         print(json.dumps({k: (round(v, 2) if isinstance(v, float) else v) for k, v in row.items()
                           if k != "samples_us"}), flush=True)
 
+    if a.fp8:
+        _fp8(dg, gen, record)
+        a.dtypes = []
     if a.layouts:
         _layouts(dg, [n for n in a.dtypes if n != "fp32"], dtypes, gen, record)
         a.dtypes = []
@@ -326,6 +451,8 @@ def main(argv=None) -> int:
                       and x["impl"] == "cublas_two_gemms")
         print(f"best {key}: {r['config']} {r['impl']} tma={r.get('tma')} {r['median_us']:.1f} us ({r['tflops']:.0f} TFLOP/s), "
               f"cuBLAS two GEMMs {cublas['median_us']:.1f} us")
+    if a.fp8:
+        _fp8_best(rows)
     return 0
 
 

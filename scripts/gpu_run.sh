@@ -24,7 +24,7 @@
 #   pinned the compiled cases PIN_CASES (a pytest -k expression) in one process, each started from
 #          the autotuner's picks recorded in PIN_FROM (a results file): MLPBENCH_PIN_AUTOTUNE
 #   dualtests  kernels_local/gated_dual_gemm's tests and the kernel repositories' build tests
-#   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover,
+#   sweep  scripts/dual_gemm_sweep.py $SWEEP_ARGS: the dual GEMM's tile sweep (or --crossover, --fp8,
 #          --layouts, --backward)
 #   elementwise  scripts/elementwise_sweep.py: our elementwise kernels' launch-table sweep
 #   paired  `mlpbench run --tier standard --paired` of PAIRED_OPS (default: the ops of

@@ -74,9 +74,10 @@ def _copy_sources(name: str, dest: Path) -> Path:
 
 
 def _source(repo: Path, name: str) -> Path:
-    """The kernel's implementation module: torch-ext/<name>/_<something>.py holding its Triton code."""
+    """The kernel's implementation module: the torch-ext/<name>/_<something>.py holding its Triton code
+    and the line REPOS names (gated_dual_gemm has a second one, _fp8.py, which imports it)."""
     found = [p for p in sorted((repo / "torch-ext" / name).glob("_*.py"))
-             if p.name != "__init__.py" and p.name not in build_script.SHARED]
+             if p.name != "__init__.py" and p.name not in build_script.SHARED and REPOS[name][3] in p.read_text()]
     assert len(found) == 1, found
     return found[0]
 
