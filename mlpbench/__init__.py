@@ -13,4 +13,4 @@ results_store, pytest_plugin). Subpackages hold what is built on it:
   report/   the report: load, compute, render
 """
 
-__version__ = "0.8.0"
+__version__ = "0.9.0"

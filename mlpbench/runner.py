@@ -18,6 +18,8 @@ import torch
 
 from . import registry, timing, workloads
 from .envinfo import environment
+from .ops import FP8, _fp8
+from .ops._fp8 import NO_FP8_PATH
 from .record import Record
 from .registry import Case, variant_of
 
@@ -122,6 +124,11 @@ def skip_reason(case: Case, device: str) -> str | None:
     """Why `case` cannot run at all on `device`, or None when it can (what its variant needs:
     mlpbench/ops/)."""
     v = variant_of(case)
+    if case.dtype == FP8:  # what the fp8 dtype needs first (a GPU that runs e4m3 GEMMs), then the variant's path
+        reason = _fp8.unsupported_reason(device) or (NO_FP8_PATH if v.fp8 is None else None) \
+            or (v.fp8_skip_reason() if v.fp8_skip_reason else None)
+        if reason:
+            return reason
     reason = v.skip_reason() if v.skip_reason else None
     if reason:
         return reason

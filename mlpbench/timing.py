@@ -12,6 +12,7 @@ once, and `device_time` warms up again on its capture stream.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -299,8 +300,32 @@ def memory_ceiling(numel: int = 2**30 // 4, device: str = "cuda") -> dict:
             "ceilings_version": CEILINGS_VERSION}
 
 
+def fp8_gemm_ceiling(gen: torch.Generator, m: int = 8192) -> dict:
+    """The fp8 GEMM rate, `gemm_fp8_flops`: an m³ torch._scaled_mm of e4m3 operands made from random
+    data, row-wise float32 scales (scale_a [m, 1], scale_b [1, m]), bf16 out, as the fp8 cases call it.
+    {} where this GPU does not run fp8 (mlpbench/ops/_fp8.py), and `gemm_fp8_error` where it
+    failed: a failure here must not cost a run its other rates."""
+    from .ops import _fp8
+
+    if _fp8.unsupported_reason("cuda"):
+        return {}
+    try:
+        a = torch.randn(m, m, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+        b = torch.randn(m, m, device="cuda", generator=gen).to(torch.float8_e4m3fn)  # [n, k], row-major
+        sa = torch.rand(m, 1, device="cuda", generator=gen).add_(0.5)
+        sb = torch.rand(m, device="cuda", generator=gen).add_(0.5)
+        t = device_time(lambda: _fp8.scaled_mm(a, sa, b, sb), [()], replays=5)
+        del a, b, sa, sb
+        return {"gemm_fp8_flops": 2 * m**3 / t.median_s}
+    except Exception as exc:  # noqa: BLE001 - recorded instead of the rate
+        with contextlib.suppress(Exception):  # a failed kernel can leave an error that synchronize raises again
+            torch.cuda.synchronize()
+        return {"gemm_fp8_error": f"{type(exc).__name__}: {exc}"}
+
+
 def ceilings() -> dict:
-    """This GPU's copy bandwidth and large-GEMM rate per dtype, measured once per process.
+    """This GPU's copy bandwidth and large-GEMM rate per dtype, measured once per process (fp8's
+    only where the GPU runs it: fp8_gemm_ceiling).
 
     Copy: the best of three ways to stream 1 GiB buffers (memory_ceiling), bytes read plus written. GEMM: 8192³ on random data
     (a GEMM of zeros draws less power, so runs faster, and would flatter every fraction computed
@@ -324,9 +349,12 @@ def ceilings() -> dict:
         t = device_time(lambda: torch.mm(a, b), [()], replays=5)
         out[f"gemm_{name}_flops"] = 2 * m**3 / t.median_s
         del a, b
+    out.update(fp8_gemm_ceiling(gen))
     out["method"] = ("copy: the best of copy_, a streaming Triton copy and a Triton 2-reads-1-write kernel on "
                      "1 GiB float32 buffers, (read+write bytes)/time, events around 10 eager calls, median of 5 "
-                     "(winner in copy_method); gemm: 8192³ torch.mm on randn by cuda-graph replay")
+                     "(winner in copy_method); gemm: 8192³ torch.mm on randn by cuda-graph replay; gemm_fp8: "
+                     "8192³ torch._scaled_mm of e4m3 randn with row-wise float32 scales, bf16 out, by cuda-graph "
+                     "replay, where the GPU runs fp8")
     torch.cuda.empty_cache()
     _CEILINGS = out
     return out

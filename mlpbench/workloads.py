@@ -14,14 +14,18 @@ from typing import Callable
 import torch
 
 from . import environment
+from .ops import FP8
+from .ops._fp8 import TOLERANCE as FP8_TOLERANCE
 from .registry import OPS, Case
 
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# fp8: the GEMM operands' dtype; an fp8 case's inputs and outputs are bf16 (mlpbench/ops/_fp8.py).
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, FP8: torch.float8_e4m3fn}
 
 # Relative error ‖out − ref‖ / ‖ref‖ allowed per dtype. fp32 GEMMs accumulate over up to 24576
 # terms (≈1e-5 seen); bf16 keeps 8 mantissa bits and rounds every intermediate (≈3e-3 seen);
-# fp16 keeps 11. NaN or inf never passes.
-TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 2e-3}
+# fp16 keeps 11. fp8: from e4m3's precision and bf16's output rounding, the reference making the same
+# quantizations (the rule: mlpbench/ops/_fp8.py's TOLERANCE). NaN or inf never passes.
+TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 2e-3, FP8: FP8_TOLERANCE}
 
 
 class CorrectnessError(AssertionError):
@@ -101,4 +105,5 @@ def build(case: Case, device: str, **options) -> Workload:
     environment.interpret_triton_without_gpu()
     op = OPS[case.op]
     variant = op.variant(case.variant)
-    return op.build(case, device, lambda base: variant.make(base, device, **options))
+    make = variant.maker(case.dtype)  # its fp8 path for fp8 cases (Variant.fp8)
+    return op.build(case, device, lambda base: make(base, device, **options))

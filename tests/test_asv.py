@@ -47,8 +47,14 @@ def test_op_classes_have_variant_dtype_shape_axes_and_a_tier_holds_the_shapes_th
             for kind in ("Device", "Host"):
                 cls = classes[f"{name}{kind}"]
                 assert cls.param_names == ["variant", "dtype", "shape"]
-                assert cls.params == [list(registry.OPS[op].variant_names), list(registry.DTYPES), tier_shapes]
+                # fp32, bf16, fp16 always (the history's axis); fp8 only where a shape of the tier lists it
+                has_fp8 = any("fp8" in s.dtypes for s in registry.OPS[op].shapes if tier in s.tiers)
+                dtypes = ["fp32", "bf16", "fp16"] + (["fp8"] if has_fp8 else [])
+                assert cls.params == [list(registry.OPS[op].variant_names), dtypes, tier_shapes]
                 assert cls.version == asv_classes.VERSION
+    assert "fp8" in BY_TIER["standard"]["MlpDevice"].params[1]
+    assert "fp8" not in BY_TIER["standard"]["GeluMulDevice"].params[1]
+    assert "fp8" not in BY_TIER["quick"]["MlpDevice"].params[1]
 
 
 @pytest.mark.parametrize("tier", registry.TIERS)
@@ -100,8 +106,10 @@ def test_the_benchmark_set_does_not_depend_on_the_environment(monkeypatch):
 
 def test_combinations_that_are_not_cases_or_cannot_run_here_skip_in_setup_with_the_reason():
     mlp = BY_TIER["standard"]["MlpDevice"]
-    with pytest.raises(NotImplementedError, match="measured in bf16, fp16 only"):
+    with pytest.raises(NotImplementedError, match="measured in bf16, fp16, fp8 only"):
         mlp().setup({}, "eager", "fp32", "t8192-d4096-h14336")
+    with pytest.raises(NotImplementedError, match="liger has no FP8 path"):
+        mlp().setup({}, "liger", "fp8", "t8192-d4096-h14336")
     host = BY_TIER["standard"]["MlpHost"]
     reason = "shape t8192-d768-h3072 is GPU-sized"
     with pytest.raises(NotImplementedError, match=reason):

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("argv, bad", [
     (["run", "--op", "conv"], f"unknown op 'conv'; valid: {', '.join(registry.OPS)}"),
     (["run", "--variant", "fast"], "unknown variant 'fast'; valid:"),
-    (["run", "--dtype", "fp8"], "unknown dtype 'fp8'; valid: fp32, bf16, fp16"),
+    (["run", "--dtype", "fp4"], "unknown dtype 'fp4'; valid: fp32, bf16, fp16, fp8"),
     (["run", "--tier", "huge"], "unknown tier 'huge'; valid: quick, standard, full"),
     (["run", "--shape", "t1-x1"], "unknown shape 't1-x1'"),
     (["asv", "--tier", "huge"], "unknown tier 'huge'"),

@@ -21,21 +21,21 @@ def test_expectations_file_loads_and_names_known_ops_and_variants():
 
 
 def test_eager_mlp_with_five_kernels_passes():
-    assert expectations.check("mlp", "eager", {"t": 8192}, H200_EAGER_MLP, 5) == []
+    assert expectations.check("mlp", "eager", {"t": 8192}, H200_EAGER_MLP, 5, dtype="bf16") == []
 
 
 def test_a_lost_fusion_is_reported_with_expected_and_seen():
     names = ["nvjet_a", "nvjet_b", "triton_poi_fused_gelu_0", "triton_poi_fused_mul_1", "nvjet_c"]
-    problems = expectations.check("mlp", "compiled", {"t": 8192}, names, 5)
+    problems = expectations.check("mlp", "compiled", {"t": 8192}, names, 5, dtype="bf16")
     assert any("expected 4 kernels per call" in p and "saw 5" in p for p in problems)
     assert any("fused" in p or "gelu" in p for p in problems)
 
 
 def test_split_k_kernels_are_counted_apart_but_a_sixth_kernel_is_not():
     names = H200_EAGER_MLP + ["void cublasLt::splitKreduce_kernel<32, 16, int, float>"]
-    assert expectations.check("mlp", "eager", {"t": 1}, names, 6) == []
+    assert expectations.check("mlp", "eager", {"t": 1}, names, 6, dtype="bf16") == []
     extra = H200_EAGER_MLP + ["void at::native::vectorized_elementwise_kernel<8, CopyFunctor>"]
-    problems = expectations.check("mlp", "eager", {"t": 1}, extra, 6)
+    problems = expectations.check("mlp", "eager", {"t": 1}, extra, 6, dtype="bf16")
     assert problems and "expected 5 kernels per call" in problems[0] and "saw 6" in problems[0]
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from .. import registry, runner, timing
 from .measure import each, entry, measure_case
 from .tiers import cases, reason_not_here, selected, shapes
+from ..ops import FLOATS, FP8
+from ..ops._fp8 import NO_FP8_PATH
 from ..record import METRICS
 
 # Bump when what a benchmark measures changes, so ASV starts a new series instead of drawing a step;
@@ -60,11 +62,20 @@ def _not_a_case(op: str, variant: str, dtype: str, shape_id: str, tier: str) -> 
     (shape,) = [s for s in registry.SHAPES if s.op == op and s.id == shape_id]
     v = registry.OPS[op].variant(variant)
     why = (f"shape {shape_id} is measured in {', '.join(shape.dtypes)} only" if dtype not in shape.dtypes else
+           f"{variant} has {NO_FP8_PATH}" if dtype == FP8 and v.fp8 is None else
            f"{variant} is measured in the {', '.join(v.only_tiers)} tier only, not in {tier} (its compile is "
            "costly)" if not v.in_tier(tier) else
            f"{variant} is measured at {', '.join(v.only_shapes or ['every shape'])} in "
            f"{', '.join(v.only_dtypes or shape.dtypes)} only (its compile is costly)")
     return f"{registry.case_id(op, variant, dtype, shape_id)} is not a case: {why}"
+
+
+def dtype_axis(tier: str, op: str) -> list[str]:
+    """The dtype parameter of `op`'s classes in the family of `tier`: fp32, bf16 and fp16 always (the
+    axis ASV's history has), and a dtype appended since (fp8) only where a shape of the op in this tier
+    lists it, so that an op without it gains no combinations that are never cases."""
+    listed = {dt for s in shapes(tier, op) for dt in s.dtypes}
+    return [dt for dt in registry.DTYPES if dt in FLOATS or dt in listed]
 
 
 def _tracks(names) -> dict:
@@ -103,7 +114,7 @@ def op_classes(tier: str, op: str, results: Path | None = None, group: list[str]
     cases one setup_cache measures with this op's, and that function (shared_setup_cache); by default
     the op alone."""
     ids = {c.id for c in cases(tier, op)}
-    params = [list(registry.OPS[op].variant_names), list(registry.DTYPES), [s.id for s in shapes(tier, op)]]
+    params = [list(registry.OPS[op].variant_names), dtype_axis(tier, op), [s.id for s in shapes(tier, op)]]
     group = group or [op]
     setup_cache = setup_cache or shared_setup_cache(tier, group, results)
 

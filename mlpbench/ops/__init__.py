@@ -20,8 +20,13 @@ import pkgutil
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-DTYPES = ("fp32", "bf16", "fp16")
-ELEMENT_SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes, for readers that do not import torch
+# fp8 (e4m3 GEMM operands with row-wise scales, bf16 in and out: mlpbench/ops/_fp8.py) is appended
+# last, so ASV's dtype axis only grew; a shape has it only where it lists it, and a variant only where
+# it has an FP8 path (Variant.fp8).
+FP8 = "fp8"
+DTYPES = ("fp32", "bf16", "fp16", FP8)
+FLOATS = ("fp32", "bf16", "fp16")  # a shape's dtypes unless it lists its own
+ELEMENT_SIZE = {"fp32": 4, "bf16": 2, "fp16": 2, FP8: 1}  # bytes, for readers that do not import torch
 HALF = ("bf16", "fp16")  # for shapes where fp32 GEMMs would cost minutes and say little
 
 # quick: CPU-sized shapes, seconds per case (CI). standard: the nightly GPU set, sized to fit a
@@ -46,7 +51,7 @@ class Shape:
     dims: tuple[tuple[str, int], ...]
     tiers: tuple[str, ...]  # the TIERS it belongs to
     why: str
-    dtypes: tuple[str, ...] = DTYPES
+    dtypes: tuple[str, ...] = FLOATS
     # How the inputs lie in memory when not plainly contiguous, e.g. "merged": gate and up are the two
     # halves of one [t, 2h] tensor (rows strided), as a fused gate|up projection writes them.
     layout: str | None = None
@@ -59,11 +64,15 @@ class Shape:
         return dict(self.dims)
 
 
-def shape(tiers: tuple[str, ...], why: str, dtypes: tuple[str, ...] = DTYPES, layout: str | None = None,
+def shape(tiers: tuple[str, ...], why: str, dtypes: tuple[str, ...] = FLOATS, layout: str | None = None,
           **dims: int) -> Shape:
     """A shape of the op it is given to, in the tiers it lists (Op fills in the op's name and checks the dims)."""
     if isinstance(tiers, str) or not tiers or len(set(tiers)) != len(tiers) or set(tiers) - set(TIERS):
         raise ValueError(f"tiers {tiers!r}: a tuple of distinct tiers out of {', '.join(TIERS)}")
+    if isinstance(dtypes, str) or not dtypes or set(dtypes) - set(DTYPES):
+        raise ValueError(f"dtypes {dtypes!r}: a tuple of dtypes out of {', '.join(DTYPES)}")
+    if FP8 in dtypes and "quick" in tiers:
+        raise ValueError(f"dtypes {dtypes!r}: {FP8} needs an fp8-capable GPU, so it is in no quick (CPU) shape")
     if "standard" in tiers and "full" not in tiers:
         raise ValueError(f"tiers {tiers!r}: a standard shape is a full one too (full is standard plus the largest)")
     return Shape("", tuple(dims.items()), tuple(tiers), why, tuple(dtypes), layout)
@@ -96,10 +105,23 @@ class Variant:
     # The tiers it is measured in, when not every tier of its shapes (a compile that costs more than
     # a tier's budget allows: max-autotune benchmarks GEMM templates for tens of seconds per case).
     only_tiers: tuple[str, ...] | None = None
+    # Its FP8 path: fp8(base, device, **options) -> (callable, source) as `make`, given the op's eager
+    # fp8 base (weights quantized at setup: mlpbench/ops/_fp8.py); None: no FP8 path, so no fp8 cases.
+    fp8: Callable | None = None
+    fp8_skip_reason: Callable[[], str | None] | None = None  # why its FP8 path cannot run, decided at run time
 
     def measured_at(self, shape: "Shape", dtype: str) -> bool:
         return ((self.only_shapes is None or shape.id in self.only_shapes)
-                and (self.only_dtypes is None or dtype in self.only_dtypes))
+                and (self.only_dtypes is None or dtype in self.only_dtypes)
+                and (dtype != FP8 or self.fp8 is not None))
+
+    def maker(self, dtype: str) -> Callable:
+        """The make of its path in `dtype`: `fp8` for fp8, else `make`."""
+        if dtype != FP8:
+            return self.make
+        if self.fp8 is None:
+            raise ValueError(f"variant {self.name!r} has no FP8 path (dtype {dtype!r})")
+        return self.fp8
 
     def in_tier(self, tier: str) -> bool:
         return self.only_tiers is None or tier in self.only_tiers

@@ -114,6 +114,7 @@ def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, lig
     kernelized with layer `layer` of kernels_local/`repo`: cuBLAS GEMMs and our act·mul kernel).
     `training`: for the training step, kernelized in Mode.TRAINING, and compiled on a GPU only (a
     forward and backward compile costs CI minutes on a CPU)."""
+    from . import _fp8
     from ._kinds import compiled, eager, liger, ours
 
     return (
@@ -121,7 +122,8 @@ def mlp_variants(layer: str, repo: str, liger_module: str, liger_class: str, lig
         compiled(only_tiers=("standard", "full")) if training else compiled(),
         liger(liger_layer(liger_module, liger_class, liger_act), liger_class, liger_module,
               hub_layer=(layer, liger_class), **liger_options),
-        ours(our_layer(layer, repo, training), repo),
+        ours(our_layer(layer, repo, training), repo,
+             fp8=None if training else (_fp8.our_mlp(DUAL_GEMM_REPO), DUAL_GEMM_REPO)),
     )
 
 
@@ -148,11 +150,16 @@ def dual_gemm(layer: str, training: bool = False):
 
 
 def mlp_workload(case, device, make, layer_name: str, activation: str):
-    """The gated MLP at case's [t, d] input and hidden size h: three GEMMs and act·mul."""
+    """The gated MLP at case's [t, d] input and hidden size h: three GEMMs and act·mul (in fp8:
+    mlpbench/ops/_fp8.py)."""
     import torch
     import torch.nn.functional as F
 
     from .. import workloads as w
+    from . import FP8, _fp8
+
+    if case.dtype == FP8:
+        return _fp8.mlp_workload(case, device, make, layer_name, activation)
 
     t, d, h = (case.shape.as_dict()[k] for k in ("t", "d", "h"))
     dtype = w.TORCH_DTYPES[case.dtype]

@@ -24,14 +24,17 @@ def _torch() -> str:
 
 
 def eager(note: str = "") -> Variant:
-    """The op as PyTorch runs it without compiling: every op's baseline."""
-    return Variant("eager", "baseline", lambda base, device, **_: (base, _torch() + note),
-                   origin="PyTorch eager" + note)
+    """The op as PyTorch runs it without compiling: every op's baseline. In fp8 its base is the op's
+    eager fp8 module (torch._scaled_mm with row-wise scales, quantization and act·mul in PyTorch:
+    mlpbench/ops/_fp8.py), run as it is."""
+    make = lambda base, device, **_: (base, _torch() + note)  # noqa: E731
+    return Variant("eager", "baseline", make, origin="PyTorch eager" + note, fp8=make)
 
 
-def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, only_tiers=None,
+def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, only_tiers=None, fp8: bool = True,
              **compile_kwargs) -> Variant:
-    """torch.compile of the eager base (Inductor), specialised to the case's static shape as in the blog.
+    """torch.compile of the eager base (Inductor), specialised to the case's static shape as in the blog;
+    in fp8 (`fp8`: whether it is measured there), of the eager fp8 module.
 
     Built, compiled and autotuned hermetically (mlpbench/compile/codegen.py) by the runner."""
     mode = compile_kwargs.get("mode")
@@ -49,7 +52,8 @@ def compiled(name: str = "compiled", *, only_shapes=None, only_dtypes=None, only
 
     return Variant(name, "compiler", make,
                    origin="torch.compile, Inductor" + (f" mode={mode!r}" if mode else " default mode"),
-                   compile_mode=mode, only_shapes=only_shapes, only_dtypes=only_dtypes, only_tiers=only_tiers)
+                   compile_mode=mode, only_shapes=only_shapes, only_dtypes=only_dtypes, only_tiers=only_tiers,
+                   fp8=make if fp8 else None)
 
 
 def maxautotune(**where) -> Variant:
@@ -57,7 +61,7 @@ def maxautotune(**where) -> Variant:
     autotunes GEMM templates while it compiles, tens of seconds per MLP shape on one GPU at a time, hence
     `where` (only_shapes, only_dtypes) and the full tier only: the standard tier is the one run before and
     after every change, and it has a time budget (docs/method.md)."""
-    return compiled("maxautotune", mode="max-autotune-no-cudagraphs", only_tiers=("full",), **where)
+    return compiled("maxautotune", mode="max-autotune-no-cudagraphs", only_tiers=("full",), fp8=False, **where)
 
 
 def liger(make: Callable, what: str, module: str, *, hub_layer: tuple[str, str] | None = None,
@@ -87,10 +91,29 @@ def liger(make: Callable, what: str, module: str, *, hub_layer: tuple[str, str] 
                    skip_reason=skip_reason, preload=lambda: importlib.import_module(module))
 
 
-def ours(make: Callable, repo: str, name: str = "ours", what: str = "our Triton kernel") -> Variant:
-    """Our kernel from kernels_local/<repo>, loaded with `kernels`: `make(base, device)` gives the callable."""
-    from .. import sources
+def ours(make: Callable, repo: str, name: str = "ours", what: str = "our Triton kernel",
+         fp8: tuple[Callable, str] | None = None) -> Variant:
+    """Our kernel from kernels_local/<repo>, loaded with `kernels`: `make(base, device)` gives the callable.
 
+    `fp8`: (make_fp8, fp8_repo) for its FP8 path: make_fp8(base, device) gives (the callable, a note
+    for its source) from the op's eager fp8 base, with kernels_local/<fp8_repo>; it skips, with the
+    reason, while that repository lacks the FP8 functions (_fp8.kernel_reason)."""
+    from .. import sources
+    from . import _fp8
+
+    path = reason = None
+    origin = f"kernels_local/{repo} ({what}, loaded with `kernels`)"
+    if fp8:
+        fp8_make, fp8_repo = fp8
+
+        def path(base, device, **_):
+            fn, note = fp8_make(base, device)
+            return fn, sources.local_kernel_source(fp8_repo) + note
+
+        def reason():
+            return _fp8.kernel_reason(fp8_repo)
+
+        origin += f"; fp8: kernels_local/{fp8_repo}'s FP8 dual GEMM"
     return Variant(name, "ours", lambda base, device, **_: (make(base, device), sources.local_kernel_source(repo)),
-                   origin=f"kernels_local/{repo} ({what}, loaded with `kernels`)", triton=True,
-                   preload=lambda: sources.local_kernel(repo))
+                   origin=origin, triton=True, preload=lambda: sources.local_kernel(repo), fp8=path,
+                   fp8_skip_reason=reason)

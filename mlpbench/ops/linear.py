@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import HALF, Op, shape
+from . import FP8, HALF, Op, shape
+from ._fp8 import torchao
 from ._kinds import compiled, eager
 
 
@@ -12,6 +13,10 @@ def build(case, device, make):
     from torch import nn
 
     from .. import workloads as w
+    from . import FP8, _fp8
+
+    if case.dtype == FP8:
+        return _fp8.linear_workload(case, device, make)
 
     t, i, o = (case.shape.as_dict()[k] for k in ("t", "i", "o"))
     dtype = w.TORCH_DTYPES[case.dtype]
@@ -39,13 +44,15 @@ OP = Op(
     dims=("t", "i", "o"),
     bound="compute",
     rank=0,
-    variants=(eager(), compiled()),
+    # fp8: eager (torch._scaled_mm, x quantized in PyTorch), compiled, torchao; no kernel of ours (ours
+    # would be eager's two steps with our quantize kernel in front).
+    variants=(eager(), compiled(), torchao()),
     shapes=(
         shape(("quick", "standard", "full"), "the blog's nn.Linear example (--batch 1024 --in_dim 32 --out_dim 64)",
               t=1024, i=32, o=64),
-        shape(("standard", "full"), "a model-sized projection (Llama-3-8B attention output)", HALF,
+        shape(("standard", "full"), "a model-sized projection (Llama-3-8B attention output)", (*HALF, FP8),
               t=8192, i=4096, o=4096),
-        shape(("standard", "full"), "decode: one token through a 4096×4096 projection; host-bound", HALF,
+        shape(("standard", "full"), "decode: one token through a 4096×4096 projection; host-bound", (*HALF, FP8),
               t=1, i=4096, o=4096),
     ),
     build=build,

@@ -98,7 +98,7 @@ def roofline_plot(wide: pd.DataFrame, machine: str) -> str | None:
         # A copy rate far below what kernels achieved was measured low; say so on the plot itself.
         suspect = " — far below achieved: suspect" if achieved > SUSPECT_MARGIN * copy else ""
         mem.axhline(copy / 1e12, ls="--", color="grey", label=f"measured copy rate{suspect}")
-    for dtype, ls in {"bf16": ":", "fp16": "-.", "fp32": "--"}.items():
+    for dtype, ls in {"bf16": ":", "fp16": "-.", "fp32": "--", "fp8": (0, (5, 1, 1, 1, 1, 1))}.items():
         rate = d.loc[d["dtype"] == dtype, "gemm_rate_flops"].dropna()
         if not rate.empty:
             gemm.axhline(rate.iloc[-1] / 1e12, ls=ls, color="grey", label=f"measured {dtype} GEMM rate")
