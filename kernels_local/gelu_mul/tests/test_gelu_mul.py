@@ -286,14 +286,18 @@ def test_launch_plan(impl, element_size):
 def test_row_tiles_past_the_grid_cap(kernel, impl, launches, monkeypatch):
     """More row tiles than CUDA's grid dimension 1 allows go in several launches, over row slices."""
     monkeypatch.setattr(impl, "_MAX_GRID_Y", 3)
-    merged = randn((49, 80), torch.float32, 1, 2.0).requires_grad_()
+    # float32 tiles of BLOCK_M rows × 64 columns (the launch table's elements over 64)
+    block_m = impl._launch_config(1 << 20, 4)[0] // 64
+    rows = 6 * block_m + 1
+    merged = randn((rows, 80), torch.float32, 1, 2.0).requires_grad_()
     g, u = merged.chunk(2, dim=-1)
-    out = kernel.gelu_mul(g, u)  # float32: 512-element tiles of 8 rows × 64 columns
+    out = kernel.gelu_mul(g, u)
+    assert [launch.meta["BLOCK_M"] for launch in launches] == [block_m] * 3
     assert [launch.grid for launch in launches] == [(1, 3), (1, 3), (1, 1)]
     starts = [launch.args[0].data_ptr() for launch in launches]
-    assert starts == [merged.data_ptr() + r * 80 * 4 for r in (0, 24, 48)]
-    assert [launch.args[3] for launch in launches] == [24, 24, 1]
-    # The last slice is one row of a tile of 8: not the flat one-row kernel (BLOCK_M must be 1 there).
+    assert starts == [merged.data_ptr() + r * 80 * 4 for r in (0, 3 * block_m, 6 * block_m)]
+    assert [launch.args[3] for launch in launches] == [3 * block_m, 3 * block_m, 1]
+    # The last slice is one row of a tile of BLOCK_M: not the flat one-row kernel (BLOCK_M must be 1 there).
     assert [launch.meta["ONE_ROW"] for launch in launches] == [False] * 3
     dy = randn(out.shape, torch.float32, 2)
     out.backward(dy)

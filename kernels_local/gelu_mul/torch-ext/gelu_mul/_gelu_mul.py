@@ -56,15 +56,15 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Rows are (element size in bytes, or None for any; largest tensor size in bytes; bytes per
 # program and tensor; num_warps); the first row whose element size and size bound hold wins.
 # Bytes rather than elements, so that one row serves every dtype of a size.
-# - 2-byte dtypes: 2 KiB over 4 warps, exactly one 16-byte vector per thread and tensor, the
-#   config that tied or won for large and launch-bound tensors alike in the H200 sweep.
-# - float32: 2 KiB over 8 warps, two elements (8 bytes) per thread: the config Inductor's
-#   autotuner picks for its own fused float32 kernel of large tensors on Hopper (the codegen
-#   each compiled case records), where one vector per thread left ours behind it.
+# Every dtype: 1024 elements a program, 8 bytes (two fp32 or four 16-bit elements) per thread
+# and tensor, so 2 KiB over 8 warps for 2-byte dtypes and 4 KiB over 16 for float32. Rows of
+# 16-byte vectors a thread (Inductor's pick at 2 bytes) and of fewer warps ran behind these at
+# every shape and dtype of the launch-table sweep on Hopper
+# (studies/paired-host/elementwise-sweep-e93dde7.json).
 # Strided rows use the same bytes per program, as BLOCK_M × BLOCK_N tiles.
 _CONFIG_TABLE = (
-    (4, float("inf"), 2048, 8),
-    (None, float("inf"), 2048, 4),
+    (4, float("inf"), 4096, 16),
+    (None, float("inf"), 2048, 8),
 )
 # CUDA caps grid dimensions 1 and 2 at 65535 blocks.  Column tiles go on dimension 0
 # (cap 2**31 - 1, enough for one row of any tensor), row tiles on dimension 1: more
