@@ -364,3 +364,57 @@ def test_the_fp8_ceiling_measures_scaled_mm_with_row_wise_scales(fp8_gpu, monkey
     out = timing.fp8_gemm_ceiling(torch.Generator(), m=32)
     assert out == {"gemm_fp8_flops": 2 * 32**3 / 0.5}
     assert seen["a"].dtype == seen["b"].dtype == E4M3 and seen["sa"].shape == (32, 1) and seen["sb"].shape == (32,)
+
+
+# --- A peer's own scale rule: torchao's ----------------------------------------------------------------
+
+def test_the_bf16_scale_rule_is_torchaos_bit_for_bit():
+    primitives = pytest.importorskip("torchao.quantization.quant_primitives",
+                                     reason="torchao is an optional extra (pip install -e .[fp8])")
+    torch.manual_seed(3)
+    for t in (torch.randn(64, 333, dtype=torch.bfloat16), torch.nn.Linear(256, 40).to(torch.bfloat16).weight.detach()):
+        want_s = primitives._choose_scale_float8(t, block_size=[1, t.shape[-1]], float8_dtype=E4M3)
+        want_q = primitives._quantize_affine_float8(t, want_s, E4M3)
+        q, s = _fp8.quantize_rows(t, torch.bfloat16)
+        assert torch.equal(s, want_s.reshape(s.shape)) and torch.equal(q.view(torch.uint8), want_q.view(torch.uint8))
+        # and it is not our float32 rule: some scales differ, and so do some elements
+        assert not torch.equal(_fp8.quantize_rows(t)[1], s)
+
+
+def _bf16_rule_make(kind):
+    """make(base) of a peer that quantizes every operand by the bf16 scale rule (as torchao does),
+    from the base's bf16 module, GEMMs emulated from the dequantized operands."""
+    def make(base):
+        (bf16,) = base.bf16
+        rule = torch.bfloat16
+        if kind == "linear":
+            w_q, w_s = _fp8.quantized_weight(bf16, rule)
+            return (lambda x: _emulated_scaled_mm(*_fp8.quantize_rows(x, rule), w_q, w_s, base.bias)), "bf16 rule"
+        w = {n: _fp8.quantized_weight(getattr(bf16, f"{n}_proj"), rule) for n in ("gate", "up", "down")}
+
+        def mlp(x):
+            x_q, xs = _fp8.quantize_rows(x, rule)
+            h = base.step(_emulated_scaled_mm(x_q, xs, *w["gate"]), _emulated_scaled_mm(x_q, xs, *w["up"]))
+            return _emulated_scaled_mm(*_fp8.quantize_rows(h, rule), *w["down"])
+        return mlp, "bf16 rule"
+    make.fp8_scale_dtype = "bfloat16"
+    return make
+
+
+def test_a_peer_with_its_own_scale_rule_is_checked_against_a_reference_by_that_rule():
+    assert _fp8.scale_rule(_fp8.torchao_make) is torch.bfloat16 and _fp8.scale_rule(lambda b: b) is None
+    case = _small(*LINEAR_SMALL[:1], **LINEAR_SMALL[1])
+    peer = _bf16_rule_make("linear")
+    wl = _fp8.linear_workload(case, "cpu", peer)
+    assert 0 < workloads.check(wl) < 0.5 * _fp8.LINEAR_TOLERANCE
+    # held to our float32 rule's reference instead, the same correct computation reads as an error
+    # several times bf16's: the elements its scales moved onto a neighbouring e4m3 value
+    ours_ref = _fp8.linear_workload(case, "cpu", lambda base: peer(base))
+    with pytest.raises(workloads.CorrectnessError, match="tolerance"):
+        workloads.check(ours_ref)
+    from mlpbench.ops import mlp, swiglu_mlp
+
+    for case_id, dims in MLP_SMALL[:2]:
+        op = mlp if case_id.startswith("mlp/") else swiglu_mlp
+        wl = _fp8.mlp_workload(_small(case_id, **dims), "cpu", _bf16_rule_make("mlp"), op.LAYER, op.ACTIVATION)
+        assert 0 < workloads.check(wl) < 0.75 * _fp8.TOLERANCE

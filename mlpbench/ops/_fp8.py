@@ -1,7 +1,8 @@
 """The fp8 dtype: e4m3 weights and activations with row-wise scales, bf16 in and out.
 
-One place says how every fp8 variant quantizes, so that they all compute the same thing and the
-float64 reference can compute it too:
+One place says how every fp8 variant of ours quantizes, so that they all compute the same thing and
+the float64 reference can compute it too (a peer with a rule of its own, torchao, gets a reference by
+its rule: `scale_rule`):
 
 - weights: quantized once at setup (outside any timing), per output channel: each row of an
   nn.Linear weight [out, in] gets scale = max(amax of the row, tiny) / 448 (float32, shape [out]),
@@ -72,15 +73,29 @@ def unsupported_reason(device: str) -> str | None:
     return None
 
 
-def quantize_rows(x):
+def _row_scale(x, scale_dtype=None):
+    """float32 [..., 1]: max(row amax, tiny) / 448, divided in float32, or where `scale_dtype` is
+    given, in that dtype (torchao's rule: amax / 448 in the input's own dtype, then float32)."""
+    import torch
+
+    if scale_dtype is None:
+        amax = x.float().abs().amax(dim=-1, keepdim=True)
+        return amax.clamp(min=torch.finfo(torch.float32).tiny) / E4M3_MAX
+    # rounding is monotonic, so the amax of x rounded to scale_dtype is the rounded amax of x
+    scale = (x.abs().amax(dim=-1, keepdim=True).to(scale_dtype) / E4M3_MAX).float()
+    return scale.clamp(min=torch.finfo(torch.float32).tiny / E4M3_MAX)
+
+
+def quantize_rows(x, scale_dtype=None):
     """(x_q, scale): x [..., k] quantized per row to e4m3, scale float32 [..., 1] = max(row amax,
-    tiny) / 448, x_q = e4m3(clamp(x / scale, ±448)). The rule every fp8 variant and the reference use
-    (a zero row gets the smallest normal float32 over 448 as its scale and quantizes to zeros)."""
+    tiny) / 448, x_q = e4m3(clamp(x / scale, ±448)). The rule every fp8 variant of ours and the
+    reference use (a zero row gets the smallest normal float32 over 448 as its scale and quantizes
+    to zeros). `scale_dtype`: the scale divided in that dtype instead (see _row_scale), for a peer
+    whose rule that is, so that its reference quantizes as it does."""
     import torch
 
     xf = x.float()
-    amax = xf.abs().amax(dim=-1, keepdim=True)
-    scale = amax.clamp(min=torch.finfo(torch.float32).tiny) / E4M3_MAX
+    scale = _row_scale(x, scale_dtype)
     # clamp: x / scale can round past 448, and a CUDA cast of a value beyond e4m3's range gives NaN
     return (xf / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn), scale
 
@@ -92,13 +107,16 @@ def dequantize_rows(x_q, scale):
     return x_q.to(torch.float64) * scale.to(torch.float64)
 
 
-def quantize_rows_float64(x):
+def quantize_rows_float64(x, scale_dtype=None):
     """The per-row quantization of quantize_rows applied to a float64 tensor, dequantized, in
     float64: the reference's own quantization of an intermediate it computed in float64."""
     import torch
 
-    amax = x.abs().amax(dim=-1, keepdim=True)
-    scale = (amax.clamp(min=torch.finfo(torch.float32).tiny) / E4M3_MAX).to(torch.float32)
+    if scale_dtype is None:
+        amax = x.abs().amax(dim=-1, keepdim=True)
+        scale = (amax.clamp(min=torch.finfo(torch.float32).tiny) / E4M3_MAX).to(torch.float32)
+    else:
+        scale = _row_scale(x, scale_dtype)
     q = (x / scale.double()).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     return dequantize_rows(q, scale)
 
@@ -113,9 +131,9 @@ def scaled_mm(a_q, a_scale, w_q, w_scale, bias=None):
                             out_dtype=torch.bfloat16)
 
 
-def quantized_weight(linear):
+def quantized_weight(linear, scale_dtype=None):
     """(w_q [out, in] e4m3, scale [out] float32) of an nn.Linear's weight, per output channel."""
-    w_q, scale = quantize_rows(linear.weight.detach())
+    w_q, scale = quantize_rows(linear.weight.detach(), scale_dtype)
     return w_q.contiguous(), scale.reshape(-1).contiguous()
 
 
@@ -174,34 +192,51 @@ def dequantized(w_q, w_scale):
     return dequantize_rows(w_q, w_scale[:, None])
 
 
-def quantized_linear_reference(x, w_q, w_scale, bias=None):
+def quantized_linear_reference(x, w_q, w_scale, bias=None, scale_dtype=None):
     """float64 of the fp8 Linear on input x (bf16): x's per-row quantization and the weight,
     dequantized, and the bias."""
     import torch.nn.functional as F
 
-    x_q, x_scale = quantize_rows(x)
+    x_q, x_scale = quantize_rows(x, scale_dtype)
     return F.linear(dequantize_rows(x_q, x_scale), dequantized(w_q, w_scale),
                     None if bias is None else bias.double())
 
 
-def quantized_mlp_reference(x, module, requantize_h: bool = True):
+def quantized_mlp_reference(x, module, requantize_h: bool = True, scale_dtype=None):
     """float64 of the fp8 gated MLP on input x (bf16): x's per-row quantization dequantized, the
     dequantized weights, act·mul in float64, and h re-quantized per row (quantize_rows_float64)
     before the down projection as every variant does. `requantize_h=False`: h left in float64 (for
-    the tests, which show what the re-quantization is worth)."""
+    the tests, which show what the re-quantization is worth). `scale_dtype`: every scale by that
+    rule (see _row_scale), the weights quantized by it again from `module`'s bf16 MLP."""
     import torch.nn.functional as F
 
-    x_q, x_scale = quantize_rows(x)
+    if scale_dtype is None:
+        weights = {n: (getattr(module, f"w_{n}_q"), getattr(module, f"w_{n}_scale")) for n in ("gate", "up", "down")}
+    else:
+        (bf16,) = module.bf16
+        weights = {n: quantized_weight(getattr(bf16, f"{n}_proj"), scale_dtype) for n in ("gate", "up", "down")}
+    x_q, x_scale = quantize_rows(x, scale_dtype)
     x64 = dequantize_rows(x_q, x_scale)
-    gate = F.linear(x64, dequantized(module.w_gate_q, module.w_gate_scale))
-    up = F.linear(x64, dequantized(module.w_up_q, module.w_up_scale))
+    gate = F.linear(x64, dequantized(*weights["gate"]))
+    up = F.linear(x64, dequantized(*weights["up"]))
     h = module.step(gate, up)
     if requantize_h:
-        h = quantize_rows_float64(h)
-    return F.linear(h, dequantized(module.w_down_q, module.w_down_scale))
+        h = quantize_rows_float64(h, scale_dtype)
+    return F.linear(h, dequantized(*weights["down"]))
 
 
 # --- The fp8 cases' workloads -----------------------------------------------------------------
+
+def scale_rule(make):
+    """The dtype a variant's make divides its scales in (its `fp8_scale_dtype`, a torch dtype
+    name), or None for quantize_rows' float32 rule. A peer that quantizes by its own rule is held
+    to a reference that quantizes by that rule: otherwise every element its scales round onto a
+    neighbouring e4m3 value would read as error."""
+    import torch
+
+    name = getattr(make, "fp8_scale_dtype", None)
+    return None if name is None else getattr(torch, name)
+
 
 def linear_workload(case, device, make):
     """nn.Linear(i, o, bias=True) in fp8 at case's [t, i] bf16 input: the bf16 Linear of the bf16
@@ -217,10 +252,12 @@ def linear_workload(case, device, make):
         lin = nn.Linear(i, o, bias=True).to(dtype=torch.bfloat16).requires_grad_(False)
     base = modules()[0](lin)
     fn, source = make(base)
+    rule = scale_rule(make)
+    w_q, w_scale = (base.w_q, base.w_scale) if rule is None else quantized_weight(lin, rule)
     return w.Workload(
         case, fn,
         make_inputs=lambda seed: (w.randn((t, i), torch.bfloat16, device, w.generator(seed, device)),),
-        reference=lambda inp: (quantized_linear_reference(inp[0], base.w_q, base.w_scale, base.bias),),
+        reference=lambda inp: (quantized_linear_reference(inp[0], w_q, w_scale, base.bias, rule),),
         flops=2 * t * i * o + t * o,
         # x (bf16) read, W (e4m3) and its scales (float32) and b (bf16) read once, y (bf16) written once
         bytes=2 * t * i + i * o + 4 * o + 2 * o + 2 * t * o,
@@ -248,7 +285,7 @@ def mlp_workload(case, device, make, layer_name: str, activation: str):
     return w.Workload(
         case, fn,
         make_inputs=lambda seed: (w.randn((t, d), torch.bfloat16, device, w.generator(seed, device)),),
-        reference=lambda inp: (quantized_mlp_reference(inp[0], base),),
+        reference=lambda inp: (quantized_mlp_reference(inp[0], base, scale_dtype=scale_rule(make)),),
         flops=3 * 2 * t * d * h,
         # x read and y written (bf16), three e4m3 weights and their float32 scales read; the [t, h]
         # intermediates are not counted, as for the other dtypes.
@@ -342,6 +379,12 @@ def torchao_make(base, device, **_):
         raise RuntimeError(f"torchao's quantize_ failed here (torch {torch.__version__}): "
                            f"{type(exc).__name__}: {exc}") from exc
     return model, f"torchao {sources.version('torchao')} Float8DynamicActivationFloat8WeightConfig(PerRow)"
+
+
+# torchao's _choose_scale_float8 divides amax by 448 in the tensor's own dtype, bf16 here, where ours
+# divides in float32: the scales differ by up to a bf16 rounding, and the elements they move across
+# an e4m3 rounding boundary with them (tests/test_fp8.py holds the rule to torchao's own function).
+torchao_make.fp8_scale_dtype = "bfloat16"
 
 
 def torchao() -> Variant:
