@@ -8,6 +8,8 @@ means the variant computed something else, not that the inputs differed.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -106,4 +108,5 @@ def build(case: Case, device: str, **options) -> Workload:
     op = OPS[case.op]
     variant = op.variant(case.variant)
     make = variant.maker(case.dtype)  # its fp8 path for fp8 cases (Variant.fp8)
-    return op.build(case, device, lambda base: make(base, device, **options))
+    # wraps: what the variant's make declares of itself (an fp8 peer's scale rule) reaches the op's build
+    return op.build(case, device, functools.wraps(make)(lambda base: make(base, device, **options)))

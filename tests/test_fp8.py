@@ -418,3 +418,22 @@ def test_a_peer_with_its_own_scale_rule_is_checked_against_a_reference_by_that_r
         op = mlp if case_id.startswith("mlp/") else swiglu_mlp
         wl = _fp8.mlp_workload(_small(case_id, **dims), "cpu", _bf16_rule_make("mlp"), op.LAYER, op.ACTIVATION)
         assert 0 < workloads.check(wl) < 0.75 * _fp8.TOLERANCE
+
+
+def test_a_variants_scale_rule_reaches_its_reference_through_workloads_build(monkeypatch):
+    """As the runner builds a case: workloads.build wraps the variant's make, and the rule it
+    declares must survive the wrapping, or the peer is held to our rule's reference after all."""
+    peer = _bf16_rule_make("linear")
+
+    def fp8(base, device, **options):
+        return peer(base)
+    fp8.fp8_scale_dtype = peer.fp8_scale_dtype
+    op = workloads.OPS["linear"]
+    variants = tuple(dataclasses.replace(v, fp8=fp8, skip_reason=None, fp8_skip_reason=None, requires=None)
+                     if v.name == "torchao" else v for v in op.variants)
+    monkeypatch.setitem(workloads.OPS, "linear", dataclasses.replace(op, variants=variants))
+    wl = workloads.build(_small("linear/torchao/fp8/t8192-i4096-o4096", **LINEAR_SMALL[1]), "cpu")
+    assert 0 < workloads.check(wl) < 0.5 * _fp8.LINEAR_TOLERANCE
+    del fp8.fp8_scale_dtype  # the same make without its rule: our reference, which it fails
+    with pytest.raises(workloads.CorrectnessError, match="tolerance"):
+        workloads.check(workloads.build(_small("linear/torchao/fp8/t8192-i4096-o4096", **LINEAR_SMALL[1]), "cpu"))
