@@ -291,3 +291,30 @@ def test_strip_bundles_the_runs_in_order_and_targets_reads_every_ratio_from_it(t
     assert "runs in the order given (aa-1.json, aa-2.json)" in page
     row = next(line for line in page.splitlines() if line.startswith("| mlp/·/bf16/t1-d768-h3072 | ours ÷ eager"))
     assert row.endswith("| 0.900 | 0.800 | 0.850 |")
+
+
+# --- studies/fp8/targets.py ----------------------------------------------------------------------
+
+fp8_targets = _load("fp8_targets", "studies/fp8/targets.py")
+
+
+def test_fp8_targets_take_the_faster_peer_and_bf16_of_the_same_run_only(tmp_path):
+    big = "t8192-d768-h3072"
+    one = _doc(tmp_path / "a.json", [
+        _rec(f"mlp/ours/fp8/{big}", 60, 80), _rec(f"mlp/compiled/fp8/{big}", 70, 90),
+        _rec(f"mlp/torchao/fp8/{big}", 50, 300), _rec(f"mlp/compiled/bf16/{big}", 100, 110),
+        _rec("mlp/ours/fp8/t1-d2048-h16384", 70, 130, vs_eager=1.30), _rec("mlp/eager/fp8/t1-d2048-h16384", 100, 100)])
+    fp8_only = _doc(tmp_path / "b.json", [_rec(f"mlp/ours/fp8/{big}", 60, 80), _rec(f"mlp/compiled/fp8/{big}", 70, 90)])
+    text = fp8_targets.report([one, fp8_only])
+    rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith(f"| mlp/ours/fp8/{big}")}
+    # torchao is the faster peer in run 1 (60/50), compiled the only one in run 2 (60/70)
+    assert rows["≤ faster of compiled+torchao / compiled (fp8)"].endswith("| 1.200 | 0.857 | **missed** (1 of 2 runs met) |")
+    # run 2 has no bf16 case: it holds no ratio to bf16, and run 1's 0.600 decides alone
+    assert rows["≤ 0.65× compiled/bf16"].endswith("| 0.600 | — | met |")
+    assert rows["moonshot: ≤ 0.55× compiled/bf16"].endswith("| 0.600 | — | **missed** (0 of 1 runs met) |")
+    assert "| mlp/ours/fp8/t1-d2048-h16384 | host ≤ 1.25× eager/fp8 at one token | 1.300 | — | **missed** (0 of 1 runs met) |" in text
+
+
+def test_fp8_targets_refuse_runs_without_our_fp8_cases(tmp_path):
+    with pytest.raises(SystemExit, match="no run holds"):
+        fp8_targets.report([_doc(tmp_path / "a.json", [_rec("mlp/compiled/fp8/t8192-d768-h3072", 70, 90)])])
