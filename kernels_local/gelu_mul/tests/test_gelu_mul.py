@@ -686,3 +686,22 @@ def test_kernelize_geglu_mlp_torch_compile(kernel, impl, launches, training):
         assert _relative_error(x.grad, x64.grad) <= 1e-4
         for name in PROJECTIONS:
             assert _relative_error(getattr(model, name).weight.grad, w64[name].grad) <= 1e-4, name
+
+
+@pytest.mark.parametrize("name, per_thread", [("NVIDIA H100 80GB HBM3", 8), ("NVIDIA H100 PCIe", 8),
+                                              ("NVIDIA H200", 16), ("NVIDIA A100-SXM4-80GB", 16)])
+def test_the_launch_table_is_the_gpus_own(impl, monkeypatch, name, per_thread):
+    """H100s take the 8-bytes-a-thread rows, every other GPU (and the CPU) the 16-byte one; a
+    forced table (the sweep's) serves every device."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: name)
+    impl._gpu_table.cache_clear()
+    try:
+        cuda = torch.device("cuda", 0)
+        for es in (2, 4):
+            block, warps = impl._launch_config(1 << 24, es, cuda)
+            assert block * es // (warps * 32) == per_thread
+        assert impl._launch_config(1 << 24, 2, torch.device("cpu")) == (1024, 4)
+        monkeypatch.setattr(impl, "_CONFIG_TABLE", ((None, float("inf"), 4096, 16),))
+        assert impl._launch_config(1 << 24, 4, cuda) == (1024, 16)
+    finally:
+        impl._gpu_table.cache_clear()

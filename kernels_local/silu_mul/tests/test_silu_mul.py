@@ -516,3 +516,18 @@ def test_contiguous_tensors_are_seen_as_rows_of_one_tile_and_strided_halves_keep
     assert [t.shape for t in rows] == [(8, 3 * tile)] * 2 and rows[0].data_ptr() == gate.data_ptr()
     ragged = torch.randn(3, 5, dtype=torch.bfloat16)  # not a whole number of tiles: [rows, last dim]
     assert impl._rows_of([ragged])[0].shape == (3, 5)
+
+
+@pytest.mark.parametrize("name, per_thread", [("NVIDIA H100 80GB HBM3", 8), ("NVIDIA H200", 16),
+                                              ("NVIDIA A100-SXM4-80GB", 16)])
+def test_the_launch_table_is_the_gpus_own(impl, monkeypatch, name, per_thread):
+    """As gelu_mul's: H100s take the 8-bytes-a-thread rows, every other GPU and the CPU the 16-byte one."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: name)
+    impl._gpu_table.cache_clear()
+    try:
+        for es in (2, 4):
+            tile_bytes, warps = impl._launch_config(es, torch.device("cuda", 0))
+            assert tile_bytes // (warps * 32) == per_thread
+        assert impl._launch_config(2, torch.device("cpu")) == (2048, 4)
+    finally:
+        impl._gpu_table.cache_clear()

@@ -33,6 +33,7 @@ _define_ops).  Eager calls skip the ops (the planned path, at the end).
 """
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -55,33 +56,58 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # --------------------------------------------------------------------------- #
 # Rows are (element size in bytes, or None for any; largest tensor size in bytes; bytes per
 # program and tensor; num_warps); the first row whose element size and size bound hold wins.
-# Bytes rather than elements, so that one row serves every dtype of a size.
-# Every dtype: 1024 elements a program, 8 bytes (two fp32 or four 16-bit elements) per thread
-# and tensor, so 2 KiB over 8 warps for 2-byte dtypes and 4 KiB over 16 for float32. Rows of
-# 16-byte vectors a thread (Inductor's pick at 2 bytes) and of fewer warps ran behind these at
-# every shape and dtype of the launch-table sweep on Hopper
-# (studies/paired-host/elementwise-sweep-e93dde7.json).
-# Strided rows use the same bytes per program, as BLOCK_M × BLOCK_N tiles.
-_CONFIG_TABLE = (
-    (4, float("inf"), 4096, 16),
-    (None, float("inf"), 2048, 8),
+# Bytes rather than elements, so that one row serves every dtype of a size.  Strided rows use
+# the same bytes per program, as BLOCK_M × BLOCK_N tiles.
+# The table depends on the GPU: the first entry of _GPU_TABLES whose name fragment is in the
+# device's name serves it, the last every other GPU and the interpreter.
+# - H100: 1024 elements a program, 8 bytes (two fp32 or four 16-bit elements) per thread and
+#   tensor, so 2 KiB over 8 warps at 2 bytes and 4 KiB over 16 at float32.  Rows of 16 bytes a
+#   thread and of fewer warps ran behind these at every shape and dtype of the launch-table
+#   sweep on two H100s (studies/paired-host/elementwise-sweep-*.json).
+# - Any other GPU: 2 KiB over 4 warps, one 16-byte vector per thread and tensor, the H200's
+#   tuning; on an H200 the H100 rows ran behind compiled at large shapes in device time
+#   (results/pytest/h200/20261207T181127Z-standard-496.json), where this row kept pace.
+_GPU_TABLES = (
+    ("H100", ((4, float("inf"), 4096, 16), (None, float("inf"), 2048, 8))),
+    (None, ((None, float("inf"), 2048, 4),)),
 )
+# A table forced for every device (scripts/elementwise_sweep.py sets one per candidate), or None:
+# the device's own from _GPU_TABLES.
+_CONFIG_TABLE = None
 # CUDA caps grid dimensions 1 and 2 at 65535 blocks.  Column tiles go on dimension 0
 # (cap 2**31 - 1, enough for one row of any tensor), row tiles on dimension 1: more
 # row tiles than that are launched in several grids (see _launch).
 _MAX_GRID_Y = 65535
 
 
-def _launch_config(numel: int, element_size: int) -> tuple[int, int]:
-    """(elements per program and tensor, num_warps) for tensors of `numel` elements."""
+@functools.lru_cache(maxsize=None)
+def _gpu_table(index: int) -> tuple:
+    name = torch.cuda.get_device_name(index)
+    for fragment, table in _GPU_TABLES:
+        if fragment is None or fragment in name:
+            return table
+    raise AssertionError("unreachable: the last entry of _GPU_TABLES serves every GPU")
+
+
+def _table(device) -> tuple:
+    """The launch table for tensors on `device` (a torch.device, or None: the default entry's)."""
+    if _CONFIG_TABLE is not None:
+        return _CONFIG_TABLE
+    if device is None or device.type != "cuda":
+        return _GPU_TABLES[-1][1]
+    return _gpu_table(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _launch_config(numel: int, element_size: int, device=None) -> tuple[int, int]:
+    """(elements per program and tensor, num_warps) for tensors of `numel` elements on `device`."""
     nbytes = numel * element_size
-    for size, max_bytes, block_bytes, num_warps in _CONFIG_TABLE:
+    for size, max_bytes, block_bytes, num_warps in _table(device):
         if size not in (None, element_size):
             continue
         # An unbounded row is not compared: numel may be symbolic (a SymInt while torch.compile traces).
         if max_bytes == float("inf") or nbytes <= max_bytes:
             return block_bytes // element_size, num_warps
-    raise AssertionError("unreachable: the last row of _CONFIG_TABLE is unbounded and serves every size")
+    raise AssertionError("unreachable: the last row of a launch table is unbounded and serves every size")
 
 
 def _needs_int64(extent: int, block_size: int) -> bool:
@@ -302,7 +328,7 @@ def _tile_shape(n_rows: int, n_cols: int, tile_elements: int) -> tuple[int, int]
     return block_m, block_n
 
 
-def _launch_plan(n_rows: int, n_cols: int, contiguous: bool, element_size: int, config=None):
+def _launch_plan(n_rows: int, n_cols: int, contiguous: bool, element_size: int, config=None, device=None):
     """(n_rows, n_cols, BLOCK_M, BLOCK_N, num_warps) of a launch over [n_rows, n_cols] tensors.
 
     Contiguous tensors become one row of n_rows · n_cols elements: flat blocks of
@@ -310,7 +336,7 @@ def _launch_plan(n_rows: int, n_cols: int, contiguous: bool, element_size: int, 
     """
     if contiguous:
         n_rows, n_cols = 1, n_rows * n_cols
-    tile_elements, num_warps = config if config is not None else _launch_config(n_rows * n_cols, element_size)
+    tile_elements, num_warps = config if config is not None else _launch_config(n_rows * n_cols, element_size, device)
     block_m, block_n = _tile_shape(n_rows, n_cols, tile_elements)
     return n_rows, n_cols, block_m, block_n, num_warps
 
@@ -323,7 +349,7 @@ def _launches(tensors, config):
     if contiguous:
         tensors = [t.view(1, -1) for t in tensors]
     n_rows, n_cols, block_m, block_n, num_warps = _launch_plan(
-        n_rows, n_cols, contiguous, tensors[0].element_size(), config
+        n_rows, n_cols, contiguous, tensors[0].element_size(), config, tensors[0].device
     )
     # Row tiles beyond grid dimension 1's cap go in further launches, each over a
     # slice (a view) of the rows.  Contiguous tensors are one row: one launch.

@@ -17,6 +17,7 @@ _define_ops).  Eager calls skip the ops (the planned path, at the end).
 """
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -36,22 +37,42 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Launch configuration: the one place to tune (scripts/elementwise_sweep.py sweeps it).
 # Rows are (element size in bytes, or None for any; bytes per program and tensor; num_warps);
 # the first row whose element size holds wins.  Bytes rather than elements, so every dtype of a
-# size gets the same traffic per program.
-# Every dtype: 1024 elements a program, 8 bytes per thread and tensor (2 KiB over 8 warps at
-# 2 bytes, 4 KiB over 16 at float32), as in gelu_mul, from the same launch-table sweep
-# (studies/paired-host/elementwise-sweep-e93dde7.json).
-_CONFIG_TABLE = (
-    (4, 4096, 16),
-    (None, 2048, 8),
+# size gets the same traffic per program.  The table depends on the GPU, as gelu_mul's does and
+# from the same measurements: the first entry of _GPU_TABLES whose name fragment is in the
+# device's name serves it, the last every other GPU and the interpreter.
+# - H100: 1024 elements a program, 8 bytes per thread and tensor (2 KiB over 8 warps at 2 bytes,
+#   4 KiB over 16 at float32).
+# - Any other GPU: 2 KiB over 4 warps, one 16-byte vector per thread and tensor (the H200's).
+_GPU_TABLES = (
+    ("H100", ((4, 4096, 16), (None, 2048, 8))),
+    (None, ((None, 2048, 4),)),
 )
+# A table forced for every device (scripts/elementwise_sweep.py), or None: the device's own.
+_CONFIG_TABLE = None
 
 
-def _launch_config(element_size: int) -> tuple[int, int]:
-    """(bytes per program and tensor, num_warps) for tensors of `element_size`-byte elements."""
-    for size, tile_bytes, num_warps in _CONFIG_TABLE:
+@functools.lru_cache(maxsize=None)
+def _gpu_table(index: int) -> tuple:
+    name = torch.cuda.get_device_name(index)
+    for fragment, table in _GPU_TABLES:
+        if fragment is None or fragment in name:
+            return table
+    raise AssertionError("unreachable: the last entry of _GPU_TABLES serves every GPU")
+
+
+def _launch_config(element_size: int, device=None) -> tuple[int, int]:
+    """(bytes per program and tensor, num_warps) for tensors of `element_size`-byte elements on
+    `device` (a torch.device, or None: the default entry's table)."""
+    if _CONFIG_TABLE is not None:
+        table = _CONFIG_TABLE
+    elif device is None or device.type != "cuda":
+        table = _GPU_TABLES[-1][1]
+    else:
+        table = _gpu_table(device.index if device.index is not None else torch.cuda.current_device())
+    for size, tile_bytes, num_warps in table:
         if size in (None, element_size):
             return tile_bytes, num_warps
-    raise AssertionError("unreachable: the last row of _CONFIG_TABLE serves every element size")
+    raise AssertionError("unreachable: the last row of a launch table serves every element size")
 
 # CUDA caps grid dimensions 1 and 2 at 65535 blocks; column tiles go there (row
 # tiles use dimension 0, whose cap is 2**31 - 1).
@@ -166,7 +187,7 @@ def _rows_of(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     ran measurably below Inductor's flat kernel at large MLP shapes in the suite
     (`mlpbench run --op silu_mul`).  Strided rows keep their [rows, last dim] layout.
     """
-    tile = _launch_config(tensors[0].element_size())[0] // tensors[0].element_size()
+    tile = _launch_config(tensors[0].element_size(), tensors[0].device)[0] // tensors[0].element_size()
     if all(t.is_contiguous() for t in tensors) and tensors[0].numel() % tile == 0:
         return [t.reshape(-1, tile) for t in tensors]
     return [_as_rows(t) for t in tensors]
@@ -179,12 +200,12 @@ def _pow2_up_to(n, cap: int) -> int:
     return cap if n > cap // 2 else triton.next_power_of_2(int(n))
 
 
-def _tile(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int]:
+def _tile(n_rows: int, n_cols: int, element_size: int, device=None) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N): a tile of _launch_config's bytes per tensor, as wide as the row allows.
 
     Short rows get several rows per tile, so each program still moves a whole tile.
     """
-    tile_elements = _launch_config(element_size)[0] // element_size
+    tile_elements = _launch_config(element_size, device)[0] // element_size
     block_n = _pow2_up_to(n_cols, tile_elements)
     block_m = _pow2_up_to(n_rows, tile_elements // block_n)
     return block_m, block_n
@@ -205,7 +226,7 @@ def _plan(tensors):
     of one shape with a contiguous last dimension (_rows_of).  The forward's three tensors each
     have a row stride argument; the backward's two gradients share the last one."""
     n_rows, n_cols = tensors[0].shape
-    block_m, block_n = _tile(n_rows, n_cols, tensors[0].element_size())
+    block_m, block_n = _tile(n_rows, n_cols, tensors[0].element_size(), tensors[0].device)
     grid = _grid(n_rows, n_cols, block_m, block_n)
     strides = [t.stride(0) for t in tensors[: min(len(tensors), 4)]]
     return grid, (n_rows, n_cols, *strides), {"BLOCK_M": block_m, "BLOCK_N": block_n}
@@ -223,7 +244,7 @@ def _launch(kernel, device, tensors, tensor_args):
     grid, scalars, constexprs = _plan(tensors)
     with _on_device(device):
         launcher(kernel)(grid, (*tensor_args, *scalars), constexprs,
-                         num_warps=_launch_config(tensors[0].element_size())[1])
+                         num_warps=_launch_config(tensors[0].element_size(), tensors[0].device)[1])
 
 
 # --------------------------------------------------------------------------- #
@@ -374,7 +395,7 @@ def _traced_launch(kernel, inputs, outputs) -> None:
     launch may be planned on other views of them (_rows_of)."""
     rows = [_as_rows(t) for t in inputs] + list(outputs)
     grid, scalars, constexprs = _plan(_rows_of(rows))
-    kernel[grid](*rows, *scalars, **constexprs, num_warps=_launch_config(rows[0].element_size())[1])
+    kernel[grid](*rows, *scalars, **constexprs, num_warps=_launch_config(rows[0].element_size(), rows[0].device)[1])
 
 
 def _traced_forward(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -459,7 +480,7 @@ def _in_place_plan(tensors):
     rows = _rows_of(list(tensors))
     if any(r.data_ptr() != t.data_ptr() for r, t in zip(rows, tensors)):
         return None
-    return token(), *_plan(rows), _launch_config(rows[0].element_size())[1]
+    return token(), *_plan(rows), _launch_config(rows[0].element_size(), rows[0].device)[1]
 
 
 def _planned_forward(gate, up):
