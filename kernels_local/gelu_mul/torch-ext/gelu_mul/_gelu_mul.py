@@ -63,7 +63,7 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # - H100: 1024 elements a program, 8 bytes (two fp32 or four 16-bit elements) per thread and
 #   tensor, so 2 KiB over 8 warps at 2 bytes and 4 KiB over 16 at float32.  Rows of 16 bytes a
 #   thread and of fewer warps ran behind these at every shape and dtype of the launch-table
-#   sweep on two H100s (studies/paired-host/elementwise-sweep-*.json).
+#   sweep on two H100s (studies/paired-host/data.json).
 # - Any other GPU: 2 KiB over 4 warps, one 16-byte vector per thread and tensor, the H200's
 #   tuning; on an H200 the H100 rows ran behind compiled at large shapes in device time
 #   (results/pytest/h200/20261207T181127Z-standard-496.json), where this row kept pace.
