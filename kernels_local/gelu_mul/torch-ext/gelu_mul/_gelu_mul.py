@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from ._fast_launch import launcher, plain, plan_key, remember, token, traceable
+from ._fast_launch import gpu_table, launcher, plain, plan_key, remember, token, traceable
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -60,13 +60,11 @@ _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # the same bytes per program, as BLOCK_M × BLOCK_N tiles.
 # The table depends on the GPU: the first entry of _GPU_TABLES whose name fragment is in the
 # device's name serves it, the last every other GPU and the interpreter.
+# Each GPU's rows are what scripts/elementwise_sweep.py and a paired run pick on that GPU.
 # - H100: 1024 elements a program, 8 bytes (two fp32 or four 16-bit elements) per thread and
-#   tensor, so 2 KiB over 8 warps at 2 bytes and 4 KiB over 16 at float32.  Rows of 16 bytes a
-#   thread and of fewer warps ran behind these at every shape and dtype of the launch-table
-#   sweep on two H100s (studies/paired-host/data.json).
-# - Any other GPU: 2 KiB over 4 warps, one 16-byte vector per thread and tensor, the H200's
-#   tuning; on an H200 the H100 rows ran behind compiled at large shapes in device time
-#   (results/pytest/h200/20261207T181127Z-standard-496.json), where this row kept pace.
+#   tensor, so 2 KiB over 8 warps at 2 bytes and 4 KiB over 16 at float32.
+# - Any other GPU: 2 KiB over 4 warps, one 16-byte vector per thread and tensor (the H200's
+#   rows: the H100's fall behind compiled there at large shapes).
 _GPU_TABLES = (
     ("H100", ((4, float("inf"), 4096, 16), (None, float("inf"), 2048, 8))),
     (None, ((None, float("inf"), 2048, 4),)),
@@ -82,11 +80,7 @@ _MAX_GRID_Y = 65535
 
 @functools.lru_cache(maxsize=None)
 def _gpu_table(index: int) -> tuple:
-    name = torch.cuda.get_device_name(index)
-    for fragment, table in _GPU_TABLES:
-        if fragment is None or fragment in name:
-            return table
-    raise AssertionError("unreachable: the last entry of _GPU_TABLES serves every GPU")
+    return gpu_table(_GPU_TABLES, index)
 
 
 def _table(device) -> tuple:

@@ -170,6 +170,16 @@ class Launcher:
                      knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
 
 
+def gpu_table(tables, index: int):
+    """The launch table of CUDA device `index` from `tables`, ((name fragment, table), ...): the
+    first whose fragment is in the device's name, the last (fragment None) for every other GPU."""
+    name = torch.cuda.get_device_name(index)
+    for fragment, table in tables:
+        if fragment is None or fragment in name:
+            return table
+    raise AssertionError("unreachable: the last entry of a kernel's _GPU_TABLES serves every GPU")
+
+
 _LAUNCHERS = {}
 
 

@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from ._fast_launch import launcher, plain, plan_key, remember, token, traceable
+from ._fast_launch import gpu_table, launcher, plain, plan_key, remember, token, traceable
 
 try:  # Triton decides at decoration time whether @triton.jit means "interpret".
     from triton.runtime.interpreter import InterpretedFunction as _InterpretedFunction
@@ -53,11 +53,7 @@ _CONFIG_TABLE = None
 
 @functools.lru_cache(maxsize=None)
 def _gpu_table(index: int) -> tuple:
-    name = torch.cuda.get_device_name(index)
-    for fragment, table in _GPU_TABLES:
-        if fragment is None or fragment in name:
-            return table
-    raise AssertionError("unreachable: the last entry of _GPU_TABLES serves every GPU")
+    return gpu_table(_GPU_TABLES, index)
 
 
 def _launch_config(element_size: int, device=None) -> tuple[int, int]:
