@@ -321,3 +321,79 @@ def test_gpu_no_fallback_at_the_tuned_shapes(kernel):
         x_q = torch.empty(m, k, dtype=E4M3, device=DEVICE)
         w_q = torch.empty(n, k, dtype=E4M3, device=DEVICE)
         assert kernel.fp8_fallback_reason(x_q, w_q) is None, (m, k, n)
+
+
+# --- the planned eager path -----------------------------------------------------------------------
+
+def test_fp8_plans_are_made_once_per_key(kernel, fp8, monkeypatch):
+    """Checks and launch decisions once per key of shapes, strides, dtypes and device: a second call
+    of a key allocates and launches only, and gives what the general path gives, bit for bit."""
+    made = []
+    for name in ("_make_quantize_plan", "_make_fp8_plan"):
+        real = getattr(fp8, name)
+        monkeypatch.setattr(fp8, name, lambda *a, _real=real, _name=name: made.append(_name) or _real(*a))
+    fp8._QUANTIZE_PLANS.clear()
+    fp8._FP8_PLANS.clear()
+    x = _draw(2, 5, 48, dtype=torch.bfloat16, seed=11)
+    ops = operands(kernel, 10, 48, 40, seed=12)  # planned: three keys for quantize_rows_fp8 (x and two weights)
+    made.clear()
+    for _ in range(3):
+        xq, xs = kernel.quantize_rows_fp8(x)
+        h = kernel.gated_dual_gemm_fp8(xq.view(10, 48), xs.view(10, 1), *ops[2:], "silu")
+    assert made == ["_make_quantize_plan", "_make_fp8_plan"]
+    q_ref, s_ref = fp8._quantize_rows(x)
+    assert same_bits(xq, q_ref) == 0 and torch.equal(xs, s_ref)
+    general = kernel.gated_dual_gemm_fp8(xq.view(10, 48), xs.view(10, 1), *ops[2:], "silu", _triton=True)
+    assert torch.equal(h, general)
+    kernel.quantize_rows_fp8(x[:1])  # another key
+    assert made[-1] == "_make_quantize_plan" and len(made) == 3
+
+
+def test_fp8_keys_the_plan_cannot_take_run_the_general_path(kernel, fp8):
+    """Rows that need a copy (a last dimension with a stride), x_scale as [rows] and empty inputs:
+    the plan says no once, and every call is still right."""
+    fp8._QUANTIZE_PLANS.clear()
+    fp8._FP8_PLANS.clear()
+    x = _draw(40, 24, dtype=torch.bfloat16, seed=13).T
+    for _ in range(2):
+        q, s = kernel.quantize_rows_fp8(x)
+        q_ref, s_ref = kernel.quantize_rows_fp8_reference(x.contiguous())
+        assert same_bits(q, q_ref) == 0 and torch.equal(s, s_ref)
+    assert list(fp8._QUANTIZE_PLANS.values()) == [False]
+    ops = operands(kernel, 6, 32, 24, seed=14)
+    for _ in range(2):
+        h = kernel.gated_dual_gemm_fp8(ops[0], ops[1].view(-1), *ops[2:])
+        assert rel_err(h, reference(*ops)) <= TOL
+        empty = kernel.gated_dual_gemm_fp8(ops[0][:0], ops[1][:0], *ops[2:])
+        assert empty.shape == (0, 24)
+
+
+def test_fp8_bad_input_is_named_on_the_planned_path(kernel):
+    ops = list(operands(kernel, 4, 32, 16, seed=15))
+    kernel.gated_dual_gemm_fp8(*ops)  # the key of good operands is planned
+    ops[1] = ops[1].half()
+    with pytest.raises(TypeError, match="x_scale.dtype=torch.float16"):
+        kernel.gated_dual_gemm_fp8(*ops)
+    with pytest.raises(TypeError, match="unsupported dtype torch.int32"):
+        kernel.quantize_rows_fp8(torch.ones(3, 16, dtype=torch.int32, device=DEVICE))
+
+
+@hopper
+def test_gpu_fp8_later_calls_launch_the_compiled_kernels(kernel, fp8):
+    """After a key's first call, both kernels launch through the kept compiled kernel (no Triton
+    binding); an x_q off 16-byte alignment under a descriptor plan takes the general path."""
+    x = _draw(8192, 768, dtype=torch.bfloat16, seed=16)
+    ops = operands(kernel, 8192, 768, 3072, seed=17)
+    xq, xs = kernel.quantize_rows_fp8(x)
+    kernel.gated_dual_gemm_fp8(xq, xs, *ops[2:])
+    quant, gemm = (fp8.launcher(k) for k in (fp8._quantize_rows_kernel, fp8._gate_up_fp8_kernel))
+    before = quant.fast_calls, gemm.fast_calls
+    xq, xs = kernel.quantize_rows_fp8(x)
+    h = kernel.gated_dual_gemm_fp8(xq, xs, *ops[2:])
+    assert (quant.fast_calls, gemm.fast_calls) == (before[0] + 1, before[1] + 1)
+    assert rel_err(h, reference(xq, xs, *ops[2:])) <= TOL
+    shifted = torch.empty(8192 * 768 + 16, dtype=E4M3, device=DEVICE)[16:].view(8192, 768)
+    kernel.gated_dual_gemm_fp8(shifted, xs, *ops[2:])  # same key, aligned: the plan
+    odd = torch.empty(8192 * 768 + 1, dtype=E4M3, device=DEVICE)[1:].view(8192, 768)
+    odd.copy_(xq)
+    assert rel_err(kernel.gated_dual_gemm_fp8(odd, xs, *ops[2:]), reference(xq, xs, *ops[2:])) <= TOL

@@ -41,7 +41,7 @@ import triton.language as tl
 
 from . import _dual_gemm
 from ._dual_gemm import ACTIVATIONS, TensorDescriptor, _act, _aligned, _check_config, _on_device, _rows, _sm_count, _tile
-from ._fast_launch import launcher
+from ._fast_launch import launcher, plain, plan_key, remember, token
 
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0  # e4m3's largest finite value
@@ -200,12 +200,36 @@ def _quantize_reason(x: torch.Tensor):
     return None
 
 
+# Eager calls are planned per key, as the bf16 kernel's are (_dual_gemm._planned): checks, the
+# fallback decision and the launch configuration once, then each call allocates and launches only.
+_QUANTIZE_PLANS = {}
+_FP8_PLANS = {}
+
+
 def quantize_rows_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(x_q, scale): x [..., k] (float32, bfloat16 or float16) quantized per row to e4m3, one Triton
     kernel. x_q: torch.float8_e4m3fn, x's shape; scale: float32 [..., 1], x ≈ x_q · scale.
 
     scale = max(amax |row|, FP8_TINY) / 448, x_q = clamp(x / scale, -448, 448) rounded to nearest
     (ties to even). Rows of any length; a last dimension that is not contiguous is copied once."""
+    if plain((x,), _dual_gemm._INTERPRETED):
+        key = plan_key((x,))
+        plan = _QUANTIZE_PLANS.get(key)
+        if plan is None:
+            plan = _make_quantize_plan(x)
+            remember(_QUANTIZE_PLANS, key, plan)
+        if plan:
+            plan_id, grid, scalars, constexprs, warps, scale_shape = plan
+            q = x.new_empty(x.shape, dtype=FP8_DTYPE)
+            scale = x.new_empty(scale_shape, dtype=torch.float32)
+            with _on_device(x.device):
+                launcher(_quantize_rows_kernel).planned(plan_id, grid, (x, q, scale), scalars, constexprs,
+                                                        num_warps=warps)
+            return q, scale
+    return _quantize_rows(x)
+
+
+def _check_quantize(x: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"quantize_rows_fp8: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _QUANTIZE_DTYPES:
@@ -213,6 +237,26 @@ def quantize_rows_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                         "torch.float16")
     if x.dim() < 1:
         raise ValueError("quantize_rows_fp8: x must have at least one dimension (the rows' length)")
+
+
+def _make_quantize_plan(x: torch.Tensor):
+    """What quantize_rows_fp8 launches for x's key (shape, strides, dtype, device), after its checks;
+    False where the general path runs (no rows, the PyTorch rule, rows that _rows had to copy)."""
+    _check_quantize(x)
+    k = x.shape[-1]
+    rows = math.prod(x.shape[:-1])
+    if rows == 0 or k == 0 or _quantize_reason(x) is not None:
+        return False
+    x2 = _rows(x)
+    if x2.data_ptr() != x.data_ptr():  # rows that _rows had to copy
+        return False
+    grid, constexprs, warps = _quantize_plan(rows, k)
+    return token(), grid, (rows, k, x2.stride(0), k), constexprs, warps, (*x.shape[:-1], 1)
+
+
+def _quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """quantize_rows_fp8's general path: every check and launch decision on each call."""
+    _check_quantize(x)
     k = x.shape[-1]
     rows = math.prod(x.shape[:-1])
     if rows == 0 or k == 0 or _quantize_reason(x) is not None:
@@ -411,7 +455,10 @@ def fp8_fallback_reason(x_q: torch.Tensor, w_gate_q: torch.Tensor, w_up_q: torch
     return None if reason is None else f"{reason}; computed by {_fallback_path(x2, w_gate_q, w_up_q)}"
 
 
-def _launch_fp8(x2, xs, wg, wgs, wu, wus, out, act: int, config, use_tma) -> None:
+def _fp8_launch_plan(x2, wg, wu, act: int, config, use_tma):
+    """((programs,), scalars, constexprs, options, blocks) of _gate_up_fp8_kernel for h [m, n]
+    (allocated contiguous) from x2 [m, k]: blocks are the descriptors' (x, weights, h; h's None for
+    pointer stores), or None for pointer loads."""
     bm, bn, bk, group, warps, stages, persistent = config
     m, k = x2.shape
     n = wg.shape[0]
@@ -422,23 +469,75 @@ def _launch_fp8(x2, xs, wg, wgs, wu, wus, out, act: int, config, use_tma) -> Non
     if tma and not aligned:
         raise ValueError("gated_dual_gemm_fp8: tensor descriptors need 16-byte aligned addresses and row strides "
                          f"(dim={k}); use pointer loads (_tma=False or None)")
-    tma_out = tma and (n * out.element_size()) % 16 == 0  # out is allocated here, contiguous
+    tma_out = tma and (n * 2) % 16 == 0  # h: bfloat16, contiguous
     tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
     sms = _sm_count(x2.device.index if x2.device.index is not None else torch.cuda.current_device()) \
         if x2.is_cuda else 4  # under the interpreter, 4 "SMs": persistent programs still walk several tiles
     programs = min(tiles, sms) if persistent else tiles
-    if tma:
-        xd = TensorDescriptor(x2, [m, k], [x2.stride(0), 1], [bm, bk])
-        wgd = TensorDescriptor(wg, [n, k], [wg.stride(0), 1], [bn, bk])
-        wud = TensorDescriptor(wu, [n, k], [wu.stride(0), 1], [bn, bk])
-        od = TensorDescriptor(out, [m, n], [n, 1], [bm, bn]) if tma_out else out
-    else:
-        xd, wgd, wud, od = x2, wg, wu, out
-    args = (xd, wgd, wud, od, xs, wgs, wus, m, n, k, x2.stride(0), wg.stride(0), wu.stride(0), n, xs.stride(0))
+    scalars = (m, n, k, x2.stride(0), wg.stride(0), wu.stride(0), n)
     constexprs = dict(ACT=act, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=group, PROGRAMS=programs,
                       FLATTEN=persistent == 1, TMA=tma, TMA_OUT=tma_out)
+    blocks = ([bm, bk], [bn, bk], [bm, bn] if tma_out else None) if tma else None
+    return (programs,), scalars, constexprs, {"num_warps": warps, "num_stages": stages}, blocks
+
+
+def _fp8_operands(x, x_shape, x_stride, wg, wu, out, blocks) -> tuple:
+    """x (read as x_shape [m, k] with row stride x_stride), the weights and h, or their descriptors."""
+    if blocks is None:
+        return x, wg, wu, out
+    x_block, w_block, out_block = blocks
+    return (TensorDescriptor(x, x_shape, [x_stride, 1], x_block),
+            TensorDescriptor(wg, list(wg.shape), [wg.stride(0), 1], w_block),
+            TensorDescriptor(wu, list(wu.shape), [wu.stride(0), 1], w_block),
+            out if out_block is None else TensorDescriptor(out, list(out.shape), [out.shape[1], 1], out_block))
+
+
+def _launch_fp8(x2, xs, wg, wgs, wu, wus, out, act: int, config, use_tma) -> None:
+    grid, scalars, constexprs, options, blocks = _fp8_launch_plan(x2, wg, wu, act, config, use_tma)
+    args = (*_fp8_operands(x2, list(x2.shape), x2.stride(0), wg, wu, out, blocks), xs, wgs, wus, *scalars,
+            xs.stride(0))
     with _on_device(x2.device):
-        launcher(_gate_up_fp8_kernel)((programs,), args, constexprs, num_warps=warps, num_stages=stages)
+        launcher(_gate_up_fp8_kernel)(grid, args, constexprs, **options)
+
+
+def _make_fp8_plan(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation: str):
+    """What gated_dual_gemm_fp8 launches for this key, after its checks; False where the general
+    path runs (nothing to compute, the fallback, rows or scales that need a copy)."""
+    _check_fp8(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation)
+    n, k = w_gate_q.shape
+    x2 = _as_rows(x_q)
+    m = x2.shape[0]
+    if m == 0 or n == 0 or k == 0 or x2.data_ptr() != x_q.data_ptr():
+        return False
+    xs = x_scale.reshape(-1)
+    scales = (xs, w_gate_scale.reshape(-1), w_up_scale.reshape(-1))
+    if _fp8_reason(x2, w_gate_q, w_up_q) is not None or any(
+            s.data_ptr() != t.data_ptr() for s, t in zip(scales, (x_scale, w_gate_scale, w_up_scale))) or \
+            not (scales[1].is_contiguous() and scales[2].is_contiguous()):
+        return False
+    grid, scalars, constexprs, options, blocks = _fp8_launch_plan(x2, w_gate_q, w_up_q, ACTIVATIONS[activation],
+                                                                  fp8_config(m), None)
+    return (token(), (*x_q.shape[:-1], n), (m, n), [m, k], x2.stride(0), grid, (*scalars, xs.stride(0)),
+            constexprs, options, blocks)
+
+
+def _fp8_planned(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation: str):
+    """h from the plan of this call's key, or None where the general path must run."""
+    key = plan_key((x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale), activation)
+    plan = _FP8_PLANS.get(key)
+    if plan is None:
+        plan = _make_fp8_plan(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation)
+        remember(_FP8_PLANS, key, plan)
+    if not plan:
+        return None
+    plan_id, out_shape, out2_shape, x_shape, x_stride, grid, scalars, constexprs, options, blocks = plan
+    if blocks is not None and (x_q.data_ptr() | w_gate_q.data_ptr() | w_up_q.data_ptr()) % 16:
+        return None  # an operand off the 16-byte alignment a descriptor needs (the plan's key holds strides only)
+    out = x_q.new_empty(out2_shape, dtype=torch.bfloat16)
+    tensors = (*_fp8_operands(x_q, x_shape, x_stride, w_gate_q, w_up_q, out, blocks), x_scale, w_gate_scale, w_up_scale)
+    with _on_device(x_q.device):
+        launcher(_gate_up_fp8_kernel).planned(plan_id, grid, tensors, scalars, constexprs, **options)
+    return out.view(out_shape)
 
 
 def gated_dual_gemm_fp8(x_q: torch.Tensor, x_scale: torch.Tensor, w_gate_q: torch.Tensor,
@@ -455,6 +554,11 @@ def gated_dual_gemm_fp8(x_q: torch.Tensor, x_scale: torch.Tensor, w_gate_q: torc
     For sweeps and tests: `_config` (7 ints, as CONFIGS_FP8's) and `_tma` (None automatic, False
     pointer loads, True descriptors) force the kernel, as `_triton=True` does (ValueError, with the
     reason, where it cannot run); `_triton=False` forces the fallback."""
+    if _config is None and _tma is None and _triton is None and \
+            plain((x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale), _dual_gemm._INTERPRETED):
+        out = _fp8_planned(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation)
+        if out is not None:
+            return out
     _check_fp8(x_q, x_scale, w_gate_q, w_gate_scale, w_up_q, w_up_scale, activation)
     n, k = w_gate_q.shape
     out_shape = (*x_q.shape[:-1], n)
