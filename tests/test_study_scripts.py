@@ -318,3 +318,12 @@ def test_fp8_targets_take_the_faster_peer_and_bf16_of_the_same_run_only(tmp_path
 def test_fp8_targets_refuse_runs_without_our_fp8_cases(tmp_path):
     with pytest.raises(SystemExit, match="no run holds"):
         fp8_targets.report([_doc(tmp_path / "a.json", [_rec("mlp/compiled/fp8/t8192-d768-h3072", 70, 90)])])
+
+
+@pytest.mark.parametrize("script", ["studies/paired-host/targets.py", "studies/fp8/targets.py"])
+def test_targets_scripts_print_usage_and_name_a_missing_run(script, tmp_path):
+    usage = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert usage.returncode == 0 and "RUN.json" in usage.stdout
+    missing = subprocess.run([sys.executable, script, str(tmp_path / "nope.json")], cwd=ROOT, capture_output=True,
+                             text=True)
+    assert missing.returncode == 1 and "no such run file" in missing.stderr and "nope.json" in missing.stderr

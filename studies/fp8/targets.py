@@ -89,6 +89,10 @@ def report(files: list[str]) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        raise SystemExit(__doc__)
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) > 1 else 2)
+    missing = [f for f in sys.argv[1:] if not Path(f).is_file()]
+    if missing:
+        sys.exit(f"targets.py: no such run file: {', '.join(missing)}")
     print(report(sys.argv[1:]), end="")
