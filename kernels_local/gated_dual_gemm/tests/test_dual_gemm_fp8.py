@@ -392,8 +392,12 @@ def test_gpu_fp8_later_calls_launch_the_compiled_kernels(kernel, fp8):
     h = kernel.gated_dual_gemm_fp8(xq, xs, *ops[2:])
     assert (quant.fast_calls, gemm.fast_calls) == (before[0] + 1, before[1] + 1)
     assert rel_err(h, reference(xq, xs, *ops[2:])) <= TOL
+    want = reference(xq, xs, *ops[2:])
     shifted = torch.empty(8192 * 768 + 16, dtype=E4M3, device=DEVICE)[16:].view(8192, 768)
-    kernel.gated_dual_gemm_fp8(shifted, xs, *ops[2:])  # same key, aligned: the plan
+    shifted.copy_(xq)  # same key at another address, still 16-byte aligned: the kept kernel
+    assert rel_err(kernel.gated_dual_gemm_fp8(shifted, xs, *ops[2:]), want) <= TOL
+    assert gemm.fast_calls == before[1] + 2
     odd = torch.empty(8192 * 768 + 1, dtype=E4M3, device=DEVICE)[1:].view(8192, 768)
-    odd.copy_(xq)
-    assert rel_err(kernel.gated_dual_gemm_fp8(odd, xs, *ops[2:]), reference(xq, xs, *ops[2:])) <= TOL
+    odd.copy_(xq)  # same key, off alignment: pointer loads, a kernel of their own compiled first
+    assert rel_err(kernel.gated_dual_gemm_fp8(odd, xs, *ops[2:]), want) <= TOL
+    assert gemm.fast_calls == before[1] + 2
