@@ -19,7 +19,7 @@ so the gate can tell, for both commits it compares, whether the generated code c
 record is kept beside the results under that fingerprint (`results/codegen.json`, keyed by it).
 
 **Pinning the autotuner's picks.** Inductor's pick between near-equal launch configurations differs
-between fresh processes (studies/compiled-aa/). The suite measures what a `torch.compile` user gets, so by default every case
+between fresh processes. The suite measures what a `torch.compile` user gets, so by default every case
 autotunes afresh; its record keeps Inductor's autotune cache entries (`best_configs`), and a rerun
 with MLPBENCH_PIN_AUTOTUNE=<results file> starts each compiled case from that file's entries, so it
 makes the same picks and a difference that remains is not the autotuner's.

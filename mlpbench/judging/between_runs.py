@@ -4,9 +4,8 @@ gate's threshold that the samples of one process cannot show.
 Within one process a case's device-time samples are tight, so the gate's within-run rule (three
 robust coefficients of variation of them, at least the floor) is sharp. Between fresh processes,
 the same code moves further: a GEMM's clocks under its power cap, which box and which process it
-ran in, and for compiled cases the autotuner's picks (studies/between-boxes/ and
-studies/compiled-aa/ have the studies). A gate that flags those moves blames a commit for the
-process it ran in.
+ran in, and for compiled cases the autotuner's picks. A gate that flags those moves blames a
+commit for the process it ran in.
 
 So each case's between-run noise is measured, not guessed, from A/A runs: one commit measured in
 fresh processes with fresh compiler caches, on several boxes of the machine. For device time it is

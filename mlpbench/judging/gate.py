@@ -74,7 +74,7 @@ CODEGEN = "track_codegen"
 AUTOTUNER = {"regression": "slower (autotuner's pick)", "improvement": "faster (autotuner's pick)"}
 # Inductor's picks and kernels move between runs of one commit more than hand-written or library
 # kernels do, a spread that the samples of one run cannot show: torch.compile'd cases get a higher
-# floor (the A/A study: studies/compiled-aa/).
+# floor.
 COMPILED_FLOOR = 0.03
 NOISE_MULTIPLE = 3.0
 BOOTSTRAP = 2000
